@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine:
+#   make train   create .venv, install, run the training flow on the embedded corpus
+#   make test    create .venv, install, run ruff (lint + format check) and the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+export DO_NOT_TRACK ?= true
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export MLFLOW_DISABLE_TELEMETRY ?= true
+export HF_HUB_OFFLINE ?= 1
+export PREFECT_HOME ?= $(CURDIR)/data/prefect
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
+
+.PHONY: install train test lint format bench-featurize clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+train: $(STAMP)
+	$(PY) -m flows.train $(ARGS)
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench-featurize: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(PY) benchmarks/featurize.py $(ARGS)
+
+clean:
+	rm -rf data/artifacts data/datasets data/prefect

@@ -1,0 +1,88 @@
+"""How a flow runs: its Dask task runner and where Prefect keeps results, from the config."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from prefect import Flow
+from prefect.settings import get_current_settings
+from prefect_dask import DaskTaskRunner
+
+from tasks.caching import results_root
+from xmc_core.config import DaskConfig, XmcConfig
+
+
+def dask_runner(cfg: DaskConfig) -> DaskTaskRunner:
+    """A Dask task runner: the cluster at ``cfg.address`` or a new local one."""
+    if cfg.address:
+        return DaskTaskRunner(address=cfg.address)
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": cfg.n_workers,
+            "threads_per_worker": cfg.threads_per_worker,
+            "dashboard_address": None,
+        }
+    )
+
+
+def configured(flow: Flow[Any, Any], cfg: XmcConfig, use_dask: bool = True) -> Flow[Any, Any]:
+    """``flow`` with the configured task runner and result storage under ``cfg.work_dir``."""
+    storage = results_root(Path(cfg.work_dir).resolve())
+    storage.mkdir(parents=True, exist_ok=True)
+    options: dict[str, Any] = {"result_storage": storage}
+    if use_dask:
+        options["task_runner"] = dask_runner(cfg.dask)
+    return flow.with_options(**options)
+
+
+@contextmanager
+def prefect_api() -> Iterator[str]:
+    """One Prefect API for every process of the run, Dask workers included.
+
+    With ``PREFECT_API_URL`` set (a real server, or the test harness) it is exported to child
+    processes. Otherwise one temporary local server is started for the run; without this, each
+    Dask worker would start a temporary server of its own and record its task runs there.
+    """
+    url = get_current_settings().api.url
+    if url:
+        previous = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = url
+        try:
+            yield url
+        finally:
+            _restore_env("PREFECT_API_URL", previous)
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start()
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        yield server.api_url
+    finally:
+        _drain_prefect_services()
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()
+
+
+def _drain_prefect_services(timeout: float = 10.0) -> None:
+    """Send buffered logs and events before the temporary server goes away.
+
+    Otherwise Prefect's log and event workers keep retrying a stopped server for over a minute.
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout)
+    EventsWorker.drain_all(timeout=timeout)
+
+
+def _restore_env(key: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value

@@ -1,0 +1,52 @@
+"""Corpus tasks: generate the embedded synthetic corpus, ingest a corpus from files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from tasks.caching import stage_key
+from xmc_core.corpus.importers import IngestOptions, ingest
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+
+
+def _synthetic_dir(scale: float, seed: int, rows_per_group: int, work_dir: str) -> Path:
+    key = stage_key("synthetic", scale, seed, rows_per_group)
+    return Path(work_dir) / "datasets" / f"synthetic-x{scale:g}-seed{seed}-{key[:12]}"
+
+
+@task(name="synthesize-corpus", retries=0)
+def synthesize_corpus(scale: float, seed: int, rows_per_group: int, work_dir: str) -> str:
+    """The embedded synthetic corpus as a dataset folder (generated once, then reused)."""
+    log = get_run_logger()
+    dest = _synthetic_dir(scale, seed, rows_per_group, work_dir)
+    if dest.is_dir():
+        log.info("synthetic corpus: reusing %s", dest)
+        return str(dest)
+    spec = SyntheticSpec(seed=seed).scaled(scale)
+    manifest = write_synthetic_dataset(dest, spec, rows_per_group=rows_per_group)
+    log.info(
+        "synthetic corpus: %d train / %d test docs, %d labels -> %s",
+        manifest.splits["train"].rows,
+        manifest.splits["test"].rows,
+        manifest.n_labels,
+        dest,
+    )
+    return str(dest)
+
+
+@task(name="ingest-corpus", retries=2, retry_delay_seconds=5)
+def ingest_corpus(fmt: str, src: str, dest: str, options: IngestOptions) -> str:
+    """Validate and import ``src`` (format ``fmt``) into the dataset folder ``dest``."""
+    manifest = ingest(fmt, src, dest, options)
+    get_run_logger().info(
+        "ingested %s: %d train / %d test docs, %d labels, %d test labels unseen in train",
+        src,
+        manifest.splits["train"].rows,
+        manifest.splits["test"].rows,
+        manifest.n_labels,
+        manifest.unseen_test_labels,
+    )
+    return dest

@@ -1,0 +1,74 @@
+"""Artifact folders: checksums, class and format checks; atomic writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xmc_core.artifacts import load_csr, read_meta, save_arrays, save_csr, write_meta
+from xmc_core.atomic import atomic_dir, write_json
+from xmc_core.errors import ArtifactError
+
+
+def make(tmp_path: Path) -> Path:
+    folder = tmp_path / "a"
+    folder.mkdir()
+    save_csr(folder / "m.npz", sp.eye(3, format="csr"))
+    save_arrays(folder / "v.npz", v=np.arange(3))
+    write_meta(folder, "Thing", {"n": 3})
+    return folder
+
+
+def test_meta_round_trip_and_checksums(tmp_path: Path) -> None:
+    folder = make(tmp_path)
+    meta = read_meta(folder, "Thing")
+    assert meta["n"] == 3 and set(meta["files"]) == {"m.npz", "v.npz"}
+    assert (load_csr(folder / "m.npz") != sp.eye(3)).nnz == 0
+
+
+def test_truncated_file_is_named(tmp_path: Path) -> None:
+    folder = make(tmp_path)
+    data = (folder / "m.npz").read_bytes()
+    (folder / "m.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArtifactError, match=r"m\.npz: checksum mismatch"):
+        read_meta(folder, "Thing")
+    with pytest.raises(ArtifactError, match=r"m\.npz: cannot read"):
+        load_csr(folder / "m.npz")
+
+
+def test_missing_file_edited_meta_wrong_class_and_format(tmp_path: Path) -> None:
+    folder = make(tmp_path)
+    (folder / "v.npz").unlink()
+    with pytest.raises(ArtifactError, match=r"v\.npz: file listed in meta.json is missing"):
+        read_meta(folder, "Thing")
+    meta = json.loads((folder / "meta.json").read_text())
+    write_json(folder / "meta.json", {**meta, "format": 99})
+    with pytest.raises(ArtifactError, match="artifact format 99"):
+        read_meta(folder, "Thing", verify=False)
+    with pytest.raises(ArtifactError, match="expected 'Other'"):
+        read_meta(folder, "Other", verify=False)
+    (folder / "meta.json").write_text("{oops")
+    with pytest.raises(ArtifactError, match="not valid JSON"):
+        read_meta(folder, "Thing")
+    with pytest.raises(ArtifactError, match=r"meta\.json is missing"):
+        read_meta(tmp_path / "nowhere", "Thing")
+
+
+def test_atomic_dir_leaves_nothing_on_failure_and_replaces_on_success(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "half").write_text("x")
+        raise RuntimeError("crash")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_dir(target) as tmp:
+        (tmp / "v1").write_text("1")
+    with pytest.raises(FileExistsError), atomic_dir(target):
+        pass
+    with atomic_dir(target, overwrite=True) as tmp:
+        (tmp / "v2").write_text("2")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert [p.name for p in target.iterdir()] == ["v2"]

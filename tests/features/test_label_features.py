@@ -1,0 +1,89 @@
+"""Label index, PIFA and label-text features against hand-computed values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+
+from xmc_core.config import TfidfConfig, TokenizerConfig
+from xmc_core.features.label_features import (
+    LabelFeatures,
+    concat_label_features,
+    label_text_matrix,
+    pifa,
+    pifa_partial,
+)
+from xmc_core.features.labels import LabelIndex
+from xmc_core.features.tfidf import TfidfVectorizer
+
+# 3 documents x 4 features; rows normalize to [.6 .8 0 0], [0 0 1 0], [0 0 0 1]
+X = sp.csr_matrix(np.array([[3.0, 4.0, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 2.0]]))
+# label 0 on docs 0 and 1; label 1 on docs 1 and 2
+Y = sp.csr_matrix(np.array([[1.0, 0], [1.0, 1.0], [0, 1.0]]))
+R2 = 1 / np.sqrt(2)
+
+
+def test_pifa_rows_on_3x4_toy() -> None:
+    z = pifa([pifa_partial(X, Y)]).toarray()
+    # label 0: [.6, .8, 1, 0] / sqrt(2); label 1: [0, 0, 1, 1] / sqrt(2)
+    np.testing.assert_allclose(z[0], [0.6 * R2, 0.8 * R2, R2, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(z[1], [0.0, 0.0, R2, R2], rtol=1e-6)
+
+
+def test_pifa_sum_over_partitions_equals_whole() -> None:
+    parts = [pifa_partial(X[:1], Y[:1]), pifa_partial(X[1:], Y[1:])]
+    assert abs(pifa(parts) - pifa([pifa_partial(X, Y)])).max() < 1e-7
+
+
+def test_pifa_label_without_documents_is_zero_row() -> None:
+    y = sp.hstack([Y, sp.csr_matrix((3, 1))], format="csr")
+    z = pifa([pifa_partial(X, y)]).toarray()
+    assert z.shape == (3, 4) and not z[2].any()
+
+
+def test_pifa_rejects_misaligned_inputs() -> None:
+    with pytest.raises(ValueError, match="rows"):
+        pifa_partial(X, Y[:2])
+
+
+def test_concat_weights_blocks_and_normalizes() -> None:
+    a = sp.csr_matrix(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    b = sp.csr_matrix(np.array([[2.0], [5.0]]))
+    z = concat_label_features([a, b], [1.0, 2.0]).toarray()
+    # row 0: [.6, .8] and [2] -> [.6, .8, 2] / sqrt(5); row 1: only the text block -> [0, 0, 1]
+    np.testing.assert_allclose(z[0], np.array([0.6, 0.8, 2.0]) / np.sqrt(5.0), rtol=1e-6)
+    np.testing.assert_allclose(z[1], [0.0, 0.0, 1.0])
+
+
+def test_label_index_sorted_encode_unknown_and_duplicates() -> None:
+    idx = LabelIndex.from_label_lists([pa.array([["b", "a"], ["c"]]), pa.array([["a"]])])
+    assert idx.names.to_pylist() == ["a", "b", "c"]
+    y, unknown = idx.encode(pa.array([["c", "zz"], [], ["a", "a", "b"]]))
+    assert unknown == 1
+    assert y.toarray().tolist() == [[0, 0, 1], [0, 0, 0], [1, 1, 0]]
+    assert idx.decode(np.array([2, 0])) == ["c", "a"]
+
+
+def test_label_index_and_features_round_trip(tmp_path: Path) -> None:
+    idx = LabelIndex(["x", "y"])
+    idx.save(tmp_path / "idx")
+    assert LabelIndex.load(tmp_path / "idx").names.equals(idx.names)
+    lf = LabelFeatures(pifa([pifa_partial(X, Y)]), "pifa")
+    lf.save(tmp_path / "z")
+    back = LabelFeatures.load(tmp_path / "z")
+    assert back.kind == "pifa" and (back.z != lf.z).nnz == 0
+
+
+def test_label_text_matrix_aligns_by_name_and_zero_for_missing() -> None:
+    vec = TfidfVectorizer(TfidfConfig(max_features=None), TokenizerConfig(ngram_max=1))
+    vec.fit(["red apple", "green pear", "red pear"])
+    idx = LabelIndex(["fruit-a", "fruit-b", "no-text"])
+    texts = pa.table({"label": ["fruit-b", "fruit-a"], "text": ["green pear", "red apple"]})
+    m = label_text_matrix(vec, idx, texts)
+    expected = vec.transform(["red apple", "green pear", None])
+    assert m.shape == (3, vec.n_features) and abs(m - expected).max() == 0
+    assert m[2].nnz == 0

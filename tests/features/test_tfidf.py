@@ -1,0 +1,127 @@
+"""TF-IDF: hand-checked values, scikit-learn parity, partitions, save/load."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer as SkTfidf
+
+from xmc_core.artifacts import write_meta
+from xmc_core.config import TfidfConfig, TokenizerConfig
+from xmc_core.errors import ArtifactError, XmcError
+from xmc_core.features.counts import TermStats, count_texts
+from xmc_core.features.tfidf import TfidfVectorizer
+
+TOY = ["apple banana", "apple cherry cherry", "apple"]
+UNI = TokenizerConfig(ngram_max=1)
+
+
+def vec(tok: TokenizerConfig = UNI, **tfidf: object) -> TfidfVectorizer:
+    cfg = {"max_features": None, "sublinear_tf": False, **tfidf}
+    return TfidfVectorizer(TfidfConfig(**cfg), tok)
+
+
+def test_idf_on_three_document_toy_smooth() -> None:
+    v = vec().fit(TOY)
+    assert v.vocabulary_.to_pylist() == ["apple", "banana", "cherry"]
+    # smooth: ln((1+n)/(1+df)) + 1 with n=3; df = 3, 1, 1
+    np.testing.assert_allclose(v.idf_, [1.0, 1.0 + math.log(2.0), 1.0 + math.log(2.0)])
+    x = v.transform(TOY).toarray()
+    b = 1.0 + math.log(2.0)
+    np.testing.assert_allclose(x[0], np.array([1.0, b, 0.0]) / math.hypot(1.0, b), rtol=1e-6)
+    # "cherry" counted twice, raw tf
+    np.testing.assert_allclose(
+        x[1], np.array([1.0, 0.0, 2 * b]) / math.hypot(1.0, 2 * b), rtol=1e-6
+    )
+    np.testing.assert_allclose(x[2], [1.0, 0.0, 0.0])
+
+
+def test_idf_unsmoothed_and_sublinear_tf() -> None:
+    v = vec(smooth_idf=False, sublinear_tf=True).fit(TOY)
+    np.testing.assert_allclose(v.idf_, [1.0, 1.0 + math.log(3.0), 1.0 + math.log(3.0)])
+    row = v.transform(["cherry cherry"]).toarray()[0]
+    np.testing.assert_allclose(row, [0.0, 0.0, 1.0])  # one nonzero: normalized to 1
+    tf = 1.0 + math.log(2.0)
+    raw = np.array([1.0, 0.0, tf * (1.0 + math.log(3.0))])
+    np.testing.assert_allclose(
+        v.transform(["apple cherry cherry"]).toarray()[0], raw / np.linalg.norm(raw), rtol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"min_df": 2},
+        {"max_df": 0.5},
+        {"min_df": 0.05, "max_df": 10},
+        {"sublinear_tf": True, "smooth_idf": False},
+    ],
+)
+def test_matches_scikit_learn(settings: dict[str, object]) -> None:
+    rng = np.random.default_rng(0)
+    words = [f"w{i:02d}" for i in range(40)]
+    docs = [" ".join(rng.choice(words, size=rng.integers(3, 15))) for _ in range(60)]
+    ours = vec(TokenizerConfig(ngram_max=2), **settings).fit(docs)
+    sk = SkTfidf(ngram_range=(1, 2), **{"sublinear_tf": False, **settings}).fit(docs)
+    assert ours.vocabulary_.to_pylist() == sorted(sk.vocabulary_)
+    diff = ours.transform(docs) - sk.transform(docs)
+    assert abs(diff).max() < 1e-6
+
+
+def test_max_features_keeps_most_frequent_ties_by_term_order() -> None:
+    docs = ["dd dd dd cc cc bb bb aa", "ee"]  # tf: dd 3, cc 2, bb 2, aa 1, ee 1
+    assert vec(max_features=1).fit(docs).vocabulary_.to_pylist() == ["dd"]
+    assert vec(max_features=2).fit(docs).vocabulary_.to_pylist() == ["bb", "dd"]
+    assert vec(max_features=4).fit(docs).vocabulary_.to_pylist() == ["aa", "bb", "cc", "dd"]
+
+
+def test_partitioned_fit_equals_whole_fit() -> None:
+    docs = [f"tok{i % 7} tok{i % 3} shared" for i in range(30)]
+    tok = TokenizerConfig(ngram_max=2)
+    parts = [count_texts(docs[i : i + 7], tok) for i in range(0, 30, 7)]
+    split = TfidfVectorizer(TfidfConfig(), tok).fit_stats(
+        TermStats.merge([p.stats() for p in parts])
+    )
+    whole = TfidfVectorizer(TfidfConfig(), tok).fit(docs)
+    assert split.vocabulary_.equals(whole.vocabulary_)
+    np.testing.assert_allclose(split.idf_, whole.idf_)
+    stacked = sp.vstack([split.transform_counts(p) for p in parts])
+    assert abs(stacked - whole.transform(docs)).max() == 0
+
+
+def test_unknown_terms_and_empty_documents_give_zero_rows() -> None:
+    v = vec().fit(TOY)
+    x = v.transform(["zebra", "", None])
+    assert x.shape == (3, 3) and x.nnz == 0
+
+
+def test_errors_when_nothing_survives_or_bounds_conflict() -> None:
+    with pytest.raises(XmcError, match="no term left"):
+        vec(min_df=2, max_df=2).fit(TOY)
+    with pytest.raises(XmcError, match="max_df"):
+        vec(min_df=3, max_df=1).fit(TOY)
+
+
+def test_save_load_transform_identical(tmp_path: Path) -> None:
+    v = vec(TokenizerConfig(ngram_max=2), sublinear_tf=True).fit(TOY)
+    v.save(tmp_path / "v")
+    loaded = TfidfVectorizer.load(tmp_path / "v")
+    assert loaded.tfidf == v.tfidf and loaded.tokenizer == v.tokenizer
+    assert (loaded.transform(TOY) != v.transform(TOY)).nnz == 0
+
+
+def test_load_rejects_corrupt_or_foreign_folders(tmp_path: Path) -> None:
+    v = vec().fit(TOY)
+    v.save(tmp_path / "v")
+    (tmp_path / "v" / "idf.npz").write_bytes(b"garbage")
+    with pytest.raises(ArtifactError, match=r"idf\.npz.*checksum"):
+        TfidfVectorizer.load(tmp_path / "v")
+    (tmp_path / "other").mkdir()
+    write_meta(tmp_path / "other", "LabelIndex", {})
+    with pytest.raises(ArtifactError, match="holds a 'LabelIndex'"):
+        TfidfVectorizer.load(tmp_path / "other")

@@ -1,0 +1,52 @@
+"""One Prefect test server for the flow tests, and a small synthetic dataset."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.events.worker import EventsWorker
+from prefect.testing.utilities import prefect_test_harness
+
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("corpus") / "synthetic"
+    spec = SyntheticSpec(
+        n_train=400, n_test=120, n_domains=3, topics_per_domain=3, labels_per_topic=6
+    )
+    write_synthetic_dataset(dest, spec, rows_per_group=150)
+    return dest
+
+
+def task_states(flow_run_id: UUID, timeout: float = 60.0) -> dict[str, str]:
+    """Task run name -> final state name of one flow run.
+
+    Task runs report their states as events that the server applies asynchronously: flush the
+    client's event worker, then poll until every task run is in a final state.
+    """
+    EventsWorker.drain_all(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    flt = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = client.read_task_runs(flow_run_filter=flt)
+            if all(r.state is not None and r.state.is_final() for r in runs):
+                return {run.name: run.state_name for run in runs}
+            if time.monotonic() > deadline:
+                raise TimeoutError({run.name: run.state_name for run in runs})
+            time.sleep(0.2)

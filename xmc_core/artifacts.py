@@ -1,0 +1,123 @@
+"""Saving and loading artifact folders: ``meta.json`` + arrays, checksummed, no pickle.
+
+``meta.json`` records the class that wrote the folder, the library version, the format version,
+free-form fields (config, shapes) and the sha256 of every file; loading checks all of them, so a
+truncated, edited or foreign folder fails with a clear error naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from xmc_core import __version__
+from xmc_core.atomic import atomic_file, write_json
+from xmc_core.errors import ArtifactError
+
+ARTIFACT_FORMAT = 1
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_meta(folder: Path, cls: str, fields: dict[str, Any]) -> None:
+    """Write ``meta.json`` last, with checksums of every other file in ``folder``."""
+    files = {
+        p.name: sha256_file(p)
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != "meta.json"
+    }
+    meta = {
+        "class": cls,
+        "format": ARTIFACT_FORMAT,
+        "xmc_version": __version__,
+        "files": files,
+        **fields,
+    }
+    write_json(folder / "meta.json", meta)
+
+
+def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, Any]:
+    """Read and check ``meta.json``: class, format version and (optionally) file checksums."""
+    folder = Path(folder)
+    path = folder / "meta.json"
+    if not path.is_file():
+        raise ArtifactError(path, "meta.json is missing", "the folder is not a saved xmc artifact")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ArtifactError(path, f"meta.json is not valid JSON ({err})", "re-create it") from err
+    if meta.get("class") != cls:
+        raise ArtifactError(path, f"holds a {meta.get('class')!r}, expected {cls!r}")
+    if meta.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(
+            path,
+            f"artifact format {meta.get('format')!r}, this xmc reads {ARTIFACT_FORMAT}",
+            "re-create it with this version of xmc",
+        )
+    if verify:
+        for name, digest in meta.get("files", {}).items():
+            fpath = folder / name
+            if not fpath.is_file():
+                raise ArtifactError(fpath, "file listed in meta.json is missing", "re-create it")
+            if sha256_file(fpath) != digest:
+                raise ArtifactError(fpath, "checksum mismatch: file is corrupt or was edited")
+    return meta
+
+
+def save_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
+    """Save a CSR matrix as ``.npz`` atomically."""
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        sp.save_npz(fh, sp.csr_matrix(matrix), compressed=False)
+
+
+def load_csr(path: Path) -> sp.csr_matrix:
+    """Load a CSR matrix saved by :func:`save_csr` (never unpickles)."""
+    try:
+        return sp.csr_matrix(sp.load_npz(path))
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as err:
+        raise ArtifactError(path, f"cannot read sparse matrix ({err})", "re-create it") from err
+
+
+def save_arrays(path: Path, **arrays: np.ndarray) -> None:
+    """Save dense arrays as ``.npz`` atomically."""
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def load_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Load arrays saved by :func:`save_arrays` (``allow_pickle=False``)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        raise ArtifactError(path, f"cannot read arrays ({err})", "re-create it") from err
+
+
+def save_strings(path: Path, values: pa.Array | list[str]) -> None:
+    """Save a list of strings as a one-column Parquet file atomically."""
+    table = pa.table({"value": pa.array(values, type=pa.large_string())})
+    with atomic_file(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def load_strings(path: Path) -> pa.Array:
+    """Load strings saved by :func:`save_strings`."""
+    try:
+        return pq.read_table(path).column("value").combine_chunks()
+    except (OSError, KeyError, pa.ArrowException) as err:
+        raise ArtifactError(path, f"cannot read string list ({err})", "re-create it") from err

@@ -1,0 +1,145 @@
+"""The one typed configuration of xmc: pydantic models loaded from YAML, with ``a.b=c`` overrides.
+
+Defaults are declared here and nowhere else. Every model is frozen and rejects unknown keys;
+``fingerprint()`` is a stable hash of the values, used in cache keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from xmc_core.corpus.writer import DEFAULT_ROWS_PER_GROUP
+from xmc_core.errors import InputError
+
+
+class Section(BaseModel):
+    """Base of every config section: frozen, no unknown keys, stable fingerprint."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of the values."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class TokenizerConfig(Section):
+    """Word tokenizer for TF-IDF."""
+
+    lowercase: bool = True
+    ngram_max: int = Field(2, ge=1, le=5, description="n-grams 1..ngram_max")
+    min_token_len: int = Field(2, ge=1, description="shortest token kept, in characters")
+
+
+class TfidfConfig(Section):
+    """Vocabulary selection and weighting (scikit-learn's semantics for min_df / max_df).
+
+    An int is a document count, a float in [0, 1] a fraction of the training documents.
+    """
+
+    min_df: int | float = Field(1, ge=0)
+    max_df: int | float = Field(1.0, ge=0)
+    max_features: int | None = Field(200_000, ge=1, description="keep the most frequent terms")
+    sublinear_tf: bool = True
+    smooth_idf: bool = True
+
+    @model_validator(mode="after")
+    def _fractions_in_range(self) -> TfidfConfig:
+        for name in ("min_df", "max_df"):
+            value = getattr(self, name)
+            if isinstance(value, float) and value > 1.0:
+                raise ValueError(f"{name}={value}: a float must be a fraction in [0, 1]")
+        return self
+
+
+class LabelFeaturesConfig(Section):
+    """Label representation used to build the label tree."""
+
+    kind: Literal["pifa", "label_text", "pifa_label_text"] = "pifa"
+    label_text_weight: float = Field(
+        1.0, gt=0, description="weight of the label-text block in pifa_label_text"
+    )
+
+
+class DataConfig(Section):
+    """Which corpus to train on; no ``dataset`` means the embedded synthetic corpus."""
+
+    dataset: Path | None = None
+    synthetic_scale: float = Field(1.0, gt=0)
+    synthetic_seed: int = 0
+    rows_per_group: int = Field(
+        DEFAULT_ROWS_PER_GROUP, ge=1, description="rows per Parquet row group / partition"
+    )
+
+
+class DaskConfig(Section):
+    """Where partition tasks run: a local cluster, or an existing one at ``address``."""
+
+    address: str | None = None
+    n_workers: int = Field(2, ge=1)
+    threads_per_worker: int = Field(1, ge=1)
+
+
+class XmcConfig(Section):
+    """The whole configuration."""
+
+    work_dir: Path = Path("data")
+    data: DataConfig = DataConfig()
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    tfidf: TfidfConfig = TfidfConfig()
+    label_features: LabelFeaturesConfig = LabelFeaturesConfig()
+    dask: DaskConfig = DaskConfig()
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> XmcConfig:
+        """Read YAML ``path`` (or defaults), apply ``key.sub=value`` overrides, validate."""
+        raw: dict[str, Any] = {}
+        if path is not None:
+            raw = _read_yaml(Path(path))
+        for item in overrides or []:
+            _apply_override(raw, item)
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as err:
+            raise InputError(
+                path, f"invalid configuration:\n{err}", "fix the keys named above"
+            ) from err
+
+    def to_yaml(self) -> str:
+        """The full configuration, every default spelled out, as YAML."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise InputError(path, "config file not found", "check the path") from err
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise InputError(path, f"not valid YAML: {err}", "fix the YAML syntax") from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(path, "top level must be a mapping", "write `section: {key: value}`")
+    return data
+
+
+def _apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply ``a.b.c=value``; the value is parsed as YAML (numbers, booleans, null, lists)."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise InputError(None, f"override {item!r} is not KEY=VALUE", "write e.g. tfidf.min_df=2")
+    node = raw
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise InputError(None, f"override {item!r}: {part!r} is not a section", "check the key")
+        node = child
+    node[parts[-1]] = yaml.safe_load(value) if value.strip() else None

@@ -1,0 +1,107 @@
+"""Helpers shared by the importers: required files, label maps, label strings, the manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xmc_core.corpus.importers.textio import iter_lines
+from xmc_core.corpus.schema import Manifest
+from xmc_core.corpus.writer import DatasetWriter
+from xmc_core.errors import InputError
+
+_LISTED_FILES = 20
+
+
+def require_file(path: Path, fmt: str) -> Path:
+    """``path`` if it is a file, else an InputError that lists what the folder holds."""
+    if path.is_file():
+        return path
+    names = sorted(p.name for p in path.parent.iterdir()) if path.parent.is_dir() else []
+    shown = ", ".join(names[:_LISTED_FILES]) + (" ..." if len(names) > _LISTED_FILES else "")
+    raise InputError(
+        path,
+        f"format {fmt!r} needs {path.name}, which is missing "
+        f"(the folder holds: {shown or 'nothing'})",
+        f"put {path.name} in {path.parent} or pick the format that matches the files",
+    )
+
+
+def split_labels(value: str, sep: str) -> list[str]:
+    """Label names of a ``sep``-separated string; an empty or blank string has none.
+
+    Names are not stripped or checked here: the writer strips them and rejects empty ones.
+    """
+    return value.split(sep) if value.strip() else []
+
+
+@dataclass(frozen=True)
+class LabelMap:
+    """``label_map.txt``: id -> name (when ids are parsed), name -> text (None: no text column)."""
+
+    names: dict[int, str]
+    texts: dict[str, str | None] | None
+
+
+def read_label_map(path: Path, parse_ids: bool) -> LabelMap:
+    """Read ``id TAB name [TAB train-frequency [TAB label text]]`` lines; blank lines are skipped.
+
+    Names must be unique and non-empty; with ``parse_ids`` ids must be unique integers.
+    """
+    names: dict[int, str] = {}
+    texts: dict[str, str | None] = {}
+    has_text = False
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split("\t", 3)
+        name = cols[1].strip() if len(cols) > 1 else ""
+        if not name:
+            raise InputError(
+                path,
+                f"line {lineno} has no label name: expected 'id<TAB>name[<TAB>freq<TAB>text]'",
+                "separate the columns with tabs and give every label a name",
+                lineno,
+            )
+        if name in texts:
+            raise InputError(path, f"label name {name!r} appears twice", "remove one", lineno)
+        texts[name] = cols[3] if len(cols) > 3 else None
+        has_text = has_text or len(cols) > 3
+        if parse_ids:
+            _add_label_id(path, lineno, cols[0], name, names)
+    return LabelMap(names, texts if has_text else None)
+
+
+def _add_label_id(path: Path, lineno: int, raw: str, name: str, names: dict[int, str]) -> None:
+    try:
+        label_id = int(raw)
+    except ValueError:
+        raise InputError(
+            path, f"label id {raw!r} is not an integer", "make column 1 the label id", lineno
+        ) from None
+    if label_id in names:
+        raise InputError(path, f"label id {label_id} appears twice", "make ids unique", lineno)
+    names[label_id] = name
+
+
+def check_not_inside(src: Path, dest: Path) -> None:
+    """Refuse a destination that is, or contains, the source folder (overwrite would delete it)."""
+    s, d = src.resolve(), dest.resolve()
+    if s == d or d in s.parents:
+        raise InputError(
+            dest,
+            f"the destination would replace the source folder {src}",
+            "write the dataset to a folder outside the input folder",
+        )
+
+
+def manifest_of(ds: DatasetWriter) -> Manifest:
+    """The manifest of a DatasetWriter after its ``with`` block; an error if it was not written."""
+    if ds.manifest is None:
+        raise RuntimeError(f"dataset {ds.dest} was not completed (no manifest written)")
+    return ds.manifest
+
+
+def source_info(fmt: str, src: Path, files: list[Path]) -> dict[str, object]:
+    """The ``source`` entry of the manifest: format, input folder and file names."""
+    return {"format": fmt, "path": str(src.resolve()), "files": [p.name for p in files]}

@@ -1,0 +1,106 @@
+"""Streaming, strict UTF-8 reading of line-oriented input files.
+
+Files are read in binary and split on ``\\n`` only, so a stray ``\\r``, form feed or Unicode line
+separator inside a document never splits it. Each line is decoded strictly as UTF-8; a UTF-8 BOM
+on line 1 is dropped. Only one line per file is held in memory at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from xmc_core.errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+
+
+def reencode_fix(path: str | Path) -> str:
+    """The fix for a file that is not UTF-8."""
+    name = Path(path).name
+    return f"re-encode the file as UTF-8, e.g. iconv -f LATIN1 -t UTF-8 {name} > {name}.utf8"
+
+
+def strip_newline(raw: bytes) -> bytes:
+    """``raw`` without its line ending (``\\n`` or ``\\r\\n``)."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+    return raw
+
+
+def decode_line(path: str | Path, lineno: int, raw: bytes) -> str:
+    """Decode one raw line strictly as UTF-8; line 1 loses a leading BOM.
+
+    Raises InputError naming the file, the line, the byte offset within the line and the bytes.
+    """
+    shift = 0
+    if lineno == 1 and raw.startswith(BOM):
+        raw, shift = raw[len(BOM) :], len(BOM)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        bad = raw[err.start : err.end]
+        context = raw[max(0, err.start - 20) : err.end + 20]
+        raise InputError(
+            path,
+            f"line {lineno} is not valid UTF-8: bytes {bad!r} at byte offset {err.start + shift} "
+            f"of the line (near {context!r})",
+            reencode_fix(path),
+            lineno,
+        ) from None
+
+
+def iter_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number from 1, decoded line)``; the line ending is dropped unless keep_ends."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            yield lineno, decode_line(path, lineno, raw if keep_ends else strip_newline(raw))
+
+
+def iter_parallel(paths: Sequence[str | Path]) -> Iterator[tuple[int, list[str]]]:
+    """Yield ``(line number, [line of each file])`` for files that must have the same lines.
+
+    Line endings are dropped. If one file ends before the others, raises InputError naming the
+    files and their line counts (the rest of the longer files is counted, not decoded).
+    """
+    with contextlib.ExitStack() as stack:
+        handles = [stack.enter_context(open(p, "rb")) for p in paths]
+        lineno = 0
+        while True:
+            raws = [fh.readline() for fh in handles]
+            ended = [raw == b"" for raw in raws]
+            if all(ended):
+                return
+            lineno += 1
+            if any(ended):
+                raise _count_mismatch(paths, handles, ended, lineno)
+            yield (
+                lineno,
+                [
+                    decode_line(p, lineno, strip_newline(r))
+                    for p, r in zip(paths, raws, strict=True)
+                ],
+            )
+
+
+def _count_mismatch(
+    paths: Sequence[str | Path], handles: list[BinaryIO], ended: list[bool], lineno: int
+) -> InputError:
+    counts = [
+        lineno - 1 if done else lineno + sum(1 for _ in fh)
+        for fh, done in zip(handles, ended, strict=True)
+    ]
+    longer = paths[ended.index(False)]
+    listing = ", ".join(f"{Path(p).name} has {n} lines" for p, n in zip(paths, counts, strict=True))
+    return InputError(
+        longer,
+        f"line counts differ: {listing} (line {lineno} has no counterpart in "
+        f"{', '.join(Path(p).name for p, d in zip(paths, ended, strict=True) if d)})",
+        "line i of every file must describe the same document: add or remove lines so that the "
+        "files have the same number of lines (look for extra blank lines at the end)",
+        lineno,
+    )

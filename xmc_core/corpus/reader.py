@@ -1,0 +1,150 @@
+"""Open and validate a dataset folder; read it one partition (Parquet row group) at a time."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from xmc_core.corpus.schema import FORMAT_VERSION, LABELS_SCHEMA, SPLITS, Manifest, corpus_schema
+from xmc_core.errors import InputError
+
+
+@dataclass(frozen=True)
+class PartitionRef:
+    """One partition: a row group of one Parquet file of one split."""
+
+    split: str
+    file: str
+    row_group: int
+    rows: int
+
+
+class Corpus:
+    """A validated dataset folder (see :mod:`xmc_core.corpus.schema`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.manifest = _read_manifest(self.path)
+        self.kind = self.manifest.kind
+        self.schema = corpus_schema(self.kind)
+        self._files = {split: self._split_files(split) for split in SPLITS}
+        for files in self._files.values():
+            for f in files:
+                self._check_schema(f)
+
+    @property
+    def fingerprint(self) -> str:
+        """Content fingerprint of the corpus (stable across row-group layouts)."""
+        return self.manifest.fingerprint
+
+    def _split_files(self, split: str) -> list[Path]:
+        base = self.path / f"{split}.parquet"
+        if base.is_dir():
+            files = sorted(
+                p
+                for p in base.rglob("*.parquet")
+                if not any(part.startswith((".", "_")) for part in p.relative_to(base).parts)
+            )
+        elif base.is_file():
+            files = [base]
+        else:
+            raise InputError(
+                base, f"the {split} split is missing", "re-ingest the dataset with `xmc ingest`"
+            )
+        if not files:
+            raise InputError(base, "folder holds no .parquet file", "re-ingest the dataset")
+        return files
+
+    def _check_schema(self, path: Path) -> None:
+        try:
+            schema = pq.read_schema(path)
+        except (OSError, pa.ArrowException) as err:
+            raise InputError(path, f"not a readable Parquet file ({err})", "re-ingest") from err
+        for field in self.schema:
+            if field.name not in schema.names:
+                raise InputError(
+                    path,
+                    f"missing column {field.name!r} (has {schema.names})",
+                    f"add a {field.name!r} column of type {field.type} or re-ingest",
+                )
+            got = schema.field(field.name).type
+            if not got.equals(field.type) and not _compatible(got, field.type):
+                raise InputError(
+                    path,
+                    f"column {field.name!r} has type {got}, expected {field.type}",
+                    "re-ingest the dataset with `xmc ingest`",
+                )
+
+    def partitions(self, split: str) -> list[PartitionRef]:
+        """Every row group of ``split``, in order."""
+        refs = []
+        for f in self._files[split]:
+            meta = pq.ParquetFile(f).metadata
+            for g in range(meta.num_row_groups):
+                rows = meta.row_group(g).num_rows
+                if rows:
+                    refs.append(PartitionRef(split, str(f), g, rows))
+        return refs
+
+    def read_partition(self, ref: PartitionRef, columns: list[str] | None = None) -> pa.Table:
+        """The rows of one partition, cast to the corpus schema."""
+        table = pq.ParquetFile(ref.file).read_row_group(ref.row_group, columns=columns)
+        target = (
+            self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
+        )
+        return table.select(target.names).cast(target)
+
+    def read_split(self, split: str, columns: list[str] | None = None) -> pa.Table:
+        """A whole split in memory (tests, small corpora)."""
+        parts = [self.read_partition(r, columns) for r in self.partitions(split)]
+        return pa.concat_tables(parts)
+
+    def label_texts(self) -> pa.Table | None:
+        """``labels.parquet`` (label, text) if the dataset has label texts."""
+        path = self.path / "labels.parquet"
+        if not path.exists():
+            return None
+        table = pq.read_table(path)
+        missing = [n for n in LABELS_SCHEMA.names if n not in table.column_names]
+        if missing:
+            raise InputError(path, f"missing columns {missing}", "re-ingest the dataset")
+        return table.select(LABELS_SCHEMA.names).cast(LABELS_SCHEMA)
+
+
+def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
+    """Accept equivalent encodings (large_string, large_list, non-null item flags)."""
+    if pa.types.is_dictionary(got):
+        return _compatible(got.value_type, want)
+    if pa.types.is_string(want):
+        return pa.types.is_string(got) or pa.types.is_large_string(got)
+    if pa.types.is_list(want) and (pa.types.is_list(got) or pa.types.is_large_list(got)):
+        return _compatible(got.value_type, want.value_type) or got.value_type == want.value_type
+    return False
+
+
+def _read_manifest(path: Path) -> Manifest:
+    mpath = path / "manifest.json"
+    if not path.is_dir():
+        raise InputError(path, "dataset folder does not exist", "ingest one with `xmc ingest`")
+    if not mpath.exists():
+        raise InputError(
+            mpath, "manifest.json is missing", "create the dataset with `xmc ingest` (see README)"
+        )
+    try:
+        manifest = Manifest.model_validate(json.loads(mpath.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:
+        raise InputError(
+            mpath, f"manifest.json is invalid: {err}", "re-ingest the dataset"
+        ) from err
+    if manifest.format_version != FORMAT_VERSION:
+        raise InputError(
+            mpath,
+            f"format version {manifest.format_version}, this xmc reads {FORMAT_VERSION}",
+            "re-ingest the dataset with this version of xmc",
+        )
+    return manifest

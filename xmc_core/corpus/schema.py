@@ -1,0 +1,85 @@
+"""The corpus format: Parquet schemas and the dataset manifest.
+
+A dataset is a folder::
+
+    train.parquet   doc_id: string, text: string (null for bag-of-words corpora),
+    test.parquet    labels: list<string>[, feature_ids: list<int32>, feature_values: list<float32>]
+    labels.parquet  (optional) label: string, text: string (nullable): label texts
+    manifest.json   row counts, label counts, content fingerprint, source, created-at
+
+``train.parquet`` may also be a folder of Parquet files with that schema; any number of row
+groups. Every row group is one partition of the featurization stage.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "test")
+
+TEXT_FIELDS = [
+    pa.field("doc_id", pa.string(), nullable=False),
+    pa.field("text", pa.string(), nullable=True),
+    pa.field("labels", pa.list_(pa.field("item", pa.string(), nullable=False)), nullable=False),
+]
+BOW_FIELDS = [
+    pa.field("feature_ids", pa.list_(pa.field("item", pa.int32(), nullable=False))),
+    pa.field("feature_values", pa.list_(pa.field("item", pa.float32(), nullable=False))),
+]
+LABELS_SCHEMA = pa.schema(
+    [pa.field("label", pa.string(), nullable=False), pa.field("text", pa.string(), nullable=True)]
+)
+
+
+def corpus_schema(kind: Literal["text", "bow"]) -> pa.Schema:
+    """The Parquet schema of a split: text corpora carry text, bag-of-words corpora features."""
+    return pa.schema(TEXT_FIELDS + (BOW_FIELDS if kind == "bow" else []))
+
+
+class Policies(BaseModel):
+    """What an importer does with documents that are empty or carry no label."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    on_empty: Literal["error", "drop"] = "error"
+    on_unlabeled: Literal["error", "drop", "keep"] = "error"
+
+
+class SplitStats(BaseModel):
+    """What went into one split."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rows: int = 0
+    label_assignments: int = 0
+    distinct_labels: int = 0
+    dropped_empty: int = 0
+    dropped_unlabeled: int = 0
+    kept_unlabeled: int = 0
+    duplicate_labels_removed: int = 0
+    files: list[str] = Field(default_factory=list)
+
+
+class Manifest(BaseModel):
+    """``manifest.json`` of a dataset folder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = FORMAT_VERSION
+    kind: Literal["text", "bow"]
+    n_features: int | None = None
+    splits: dict[str, SplitStats]
+    n_labels: int
+    n_labels_total: int
+    unseen_test_labels: int
+    unseen_test_assignments: int
+    unseen_test_examples: list[str] = Field(default_factory=list)
+    has_label_texts: bool = False
+    fingerprint: str
+    source: dict[str, object]
+    policies: Policies
+    created_at: str

@@ -1,0 +1,127 @@
+"""TF-IDF vectorizer: vocabulary fitted from corpus statistics, transform one partition at a time.
+
+Semantics follow scikit-learn's ``TfidfVectorizer(norm="l2")``: ``min_df``/``max_df`` as counts
+(int) or fractions (float); ``max_features`` keeps the terms of highest corpus frequency (ties
+broken by term order); vocabulary in code-point order; ``tf`` or ``1 + log(tf)``;
+``idf = ln((1 + n) / (1 + df)) + 1`` (smooth) or ``ln(n / df) + 1``; rows L2-normalized.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse as sp
+
+from xmc_core.artifacts import (
+    load_arrays,
+    load_strings,
+    read_meta,
+    save_arrays,
+    save_strings,
+    write_meta,
+)
+from xmc_core.config import TfidfConfig, TokenizerConfig
+from xmc_core.errors import XmcError
+from xmc_core.features.counts import TermCounts, TermStats, count_texts
+from xmc_core.features.normalize import l2_normalize_rows
+
+
+class TfidfVectorizer:
+    """``fit`` on term statistics (or texts), ``transform`` term counts (or texts) to TF-IDF.
+
+    Fitted attributes: ``vocabulary_`` (string array, n_features), ``idf_`` (float64, n_features),
+    ``n_docs_`` (documents the idf was fitted on).
+    """
+
+    def __init__(self, tfidf: TfidfConfig, tokenizer: TokenizerConfig) -> None:
+        self.tfidf = tfidf
+        self.tokenizer = tokenizer
+
+    @property
+    def n_features(self) -> int:
+        """Size of the fitted vocabulary."""
+        return len(self.vocabulary_)
+
+    def fit_stats(self, stats: TermStats) -> TfidfVectorizer:
+        """Select the vocabulary and compute idf from corpus-wide statistics."""
+        stats = stats.sorted()
+        cfg, n = self.tfidf, stats.n_docs
+        max_count = cfg.max_df if isinstance(cfg.max_df, int) else cfg.max_df * n
+        min_count = cfg.min_df if isinstance(cfg.min_df, int) else cfg.min_df * n
+        if max_count < min_count:
+            raise XmcError(
+                f"max_df ({cfg.max_df}) keeps fewer documents than min_df ({cfg.min_df})"
+            )
+        keep = (stats.df >= min_count) & (stats.df <= max_count)
+        if cfg.max_features is not None and keep.sum() > cfg.max_features:
+            kept = np.flatnonzero(keep)
+            order = np.argsort(-stats.tf[kept], kind="stable")[: cfg.max_features]
+            keep = np.zeros_like(keep)
+            keep[kept[order]] = True
+        if not keep.any():
+            raise XmcError(
+                f"no term left after min_df={cfg.min_df}, max_df={cfg.max_df} on {n} documents; "
+                "lower min_df or raise max_df"
+            )
+        idx = np.flatnonzero(keep)
+        df = stats.df[idx]
+        idf = np.log((1.0 + n) / (1.0 + df) if cfg.smooth_idf else n / df) + 1.0
+        self.vocabulary_ = stats.terms.take(pa.array(idx))
+        self.idf_ = idf.astype(np.float64)
+        self.n_docs_ = n
+        return self
+
+    def fit(self, texts: pa.Array | list[str | None]) -> TfidfVectorizer:
+        """Fit on one in-memory batch of texts (small corpora and tests)."""
+        return self.fit_stats(count_texts(texts, self.tokenizer).stats())
+
+    def transform_counts(self, counts: TermCounts) -> sp.csr_matrix:
+        """TF-IDF rows of one partition: csr (n_docs, n_features) float32, rows L2-normalized."""
+        local_to_global = pc.index_in(counts.terms, value_set=self.vocabulary_)
+        mapping = local_to_global.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        m = counts.matrix
+        cols = mapping[m.indices]
+        keep = cols >= 0
+        rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))[keep]
+        tf = m.data[keep].astype(np.float64)
+        if self.tfidf.sublinear_tf:
+            tf = 1.0 + np.log(tf)
+        data = tf * self.idf_[cols[keep]]
+        out = sp.csr_matrix((data, (rows, cols[keep])), shape=(m.shape[0], self.n_features))
+        out.sort_indices()
+        return l2_normalize_rows(out).astype(np.float32)
+
+    def transform(self, texts: pa.Array | list[str | None]) -> sp.csr_matrix:
+        """TF-IDF rows of raw texts."""
+        return self.transform_counts(count_texts(texts, self.tokenizer))
+
+    def save(self, folder: str | Path) -> None:
+        """Write ``vocabulary.parquet``, ``idf.npz`` and ``meta.json``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_strings(folder / "vocabulary.parquet", self.vocabulary_)
+        save_arrays(folder / "idf.npz", idf=self.idf_)
+        write_meta(
+            folder,
+            "TfidfVectorizer",
+            {
+                "tfidf": self.tfidf.model_dump(mode="json"),
+                "tokenizer": self.tokenizer.model_dump(mode="json"),
+                "n_features": self.n_features,
+                "n_docs": self.n_docs_,
+            },
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path) -> TfidfVectorizer:
+        """Read a folder written by :meth:`save`."""
+        folder = Path(folder)
+        meta = read_meta(folder, "TfidfVectorizer")
+        vec = cls(TfidfConfig(**meta["tfidf"]), TokenizerConfig(**meta["tokenizer"]))
+        vec.vocabulary_ = load_strings(folder / "vocabulary.parquet")
+        vec.idf_ = load_arrays(folder / "idf.npz")["idf"]
+        vec.n_docs_ = int(meta["n_docs"])
+        return vec

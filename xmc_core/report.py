@@ -1,0 +1,30 @@
+"""Plain-text summaries of pipeline outputs for logs and the terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xmc_core.artifacts import read_meta
+from xmc_core.corpus import Corpus
+
+
+def features_summary(outputs: dict[str, str]) -> str:
+    """Dataset and feature shapes of a featurization run, one line each."""
+    lines = []
+    if "corpus" in outputs:
+        m = Corpus(outputs["corpus"]).manifest
+        lines.append(
+            f"corpus: {m.splits['train'].rows} train / {m.splits['test'].rows} test docs, "
+            f"{m.n_labels} labels ({m.unseen_test_labels} test labels unseen in train)"
+        )
+    vec = read_meta(Path(outputs["vectorizer"]), "TfidfVectorizer", verify=False)
+    lines.append(f"vocabulary: {vec['n_features']} features from {vec['n_docs']} documents")
+    z = read_meta(Path(outputs["label_features"]), "LabelFeatures", verify=False)
+    lines.append(f"label features ({z['kind']}): {z['shape'][0]} x {z['shape'][1]}")
+    for split in ("train", "test"):
+        meta = read_meta(Path(outputs[split]), "SplitFeatures", verify=False)
+        lines.append(
+            f"{split}: X {meta['n_docs']} x {meta['n_features']} ({meta['nnz']} nonzeros), "
+            f"Y {meta['n_docs']} x {meta['n_labels']}"
+        )
+    return "\n".join(lines)
