@@ -12,6 +12,7 @@ Option defaults are the config models' own; the CLI passes only what the user ga
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,7 @@ def manifest_summary(m: Manifest) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``xmc`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         if args.command == "ingest":
             print(manifest_summary(_ingest(args)))

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.corpus.helpers import check_error
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
@@ -44,17 +45,6 @@ def make_src(tmp_path: Path, fmt: str, train: list[dict[str, Any]], test: Any = 
 def run(fmt: str, src: Path, tmp_path: Path, **opts: Any) -> Corpus:
     ingest(fmt, src, tmp_path / "ds", IngestOptions(**opts))
     return Corpus(tmp_path / "ds")
-
-
-def check_error(excinfo: pytest.ExceptionInfo, name: str, row: int | None) -> str:
-    """Assert an InputError naming file ``name`` and ``row``; return its message."""
-    err = excinfo.value
-    assert type(err) is InputError
-    msg = str(err)
-    assert Path(err.path).name == name and name in msg and "fix:" in msg
-    if row is not None:
-        assert err.row == row and f"row {row}" in msg
-    return msg
 
 
 ROWS = [

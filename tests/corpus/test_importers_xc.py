@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.corpus.helpers import check_error
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
@@ -29,17 +30,6 @@ def ingest_xc(src: Path, tmp_path: Path, **opts: object) -> Path:
     dest = tmp_path / "ds"
     ingest("xc", src, dest, IngestOptions(**opts))
     return dest
-
-
-def check_error(excinfo: pytest.ExceptionInfo, name: str, row: int | None) -> str:
-    """Assert an InputError naming file ``name`` and ``row``; return its message."""
-    err = excinfo.value
-    assert type(err) is InputError
-    msg = str(err)
-    assert Path(err.path).name == name and name in msg and "fix:" in msg
-    if row is not None:
-        assert err.row == row and f"row {row}" in msg
-    return msg
 
 
 def test_round_trip_features_and_ids(tmp_path: Path) -> None:

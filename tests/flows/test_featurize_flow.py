@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dask.distributed import LocalCluster
 
 from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
@@ -48,9 +49,20 @@ def test_rerun_is_fully_cached_and_config_change_recomputes_only_dependents(
     assert third["label_index"] == first["label_index"]
 
 
-def test_dask_run_produces_identical_artifacts(small_corpus: Path, tmp_path: Path) -> None:
+def test_existing_dask_cluster_gives_identical_artifacts(
+    small_corpus: Path, tmp_path: Path
+) -> None:
     local, _ = run(small_corpus, tmp_path / "local")
-    distributed, states = run(small_corpus, tmp_path / "dask", dask=True)
+    # Workers inherit PREFECT_API_URL from the process that starts them.
+    with (
+        prefect_api(),
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as c,
+    ):
+        distributed, states = run(
+            small_corpus, tmp_path / "dask", f"dask.address={c.scheduler_address}", dask=True
+        )
+        ran_on_cluster = c.scheduler.transition_counter
+    assert ran_on_cluster > 0  # the flow's tasks went through this cluster's scheduler
     assert all(s == "Completed" for s in states.values()), states
     for name in local:
         assert Path(local[name]).name == Path(distributed[name]).name  # same content key

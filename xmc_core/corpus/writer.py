@@ -8,7 +8,9 @@ label names, and test labels never seen in train. The folder appears only when i
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -32,6 +34,7 @@ from xmc_core.corpus.schema import (
 from xmc_core.errors import InputError
 
 DEFAULT_ROWS_PER_GROUP = 10_000
+log = logging.getLogger(__name__)
 
 
 def _hash_fields(h: hashlib._Hash, fields: list[bytes]) -> None:
@@ -62,6 +65,7 @@ class SplitWriter:
         self._schema = corpus_schema(kind)
         self._writer = pq.ParquetWriter(path, self._schema, compression="zstd")
         self._closed = False
+        self._start = time.perf_counter()
         self._seen_ids: dict[str, tuple[str, int]] = {}
         self._buf: dict[str, list] = {name: [] for name in self._schema.names}
 
@@ -191,6 +195,13 @@ class SplitWriter:
             return
         table = pa.Table.from_pydict(self._buf, schema=self._schema)
         self._writer.write_table(table, row_group_size=len(table))
+        secs = time.perf_counter() - self._start
+        log.info(
+            "%s: %d documents written (%.0f docs/s)",
+            self.path.stem,
+            self.stats.rows,
+            self.stats.rows / max(secs, 1e-9),
+        )
         self._buf = {name: [] for name in self._schema.names}
 
     def abort(self) -> None:
