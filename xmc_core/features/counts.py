@@ -39,16 +39,15 @@ class TermStats:
 
     @staticmethod
     def merge(parts: list[TermStats]) -> TermStats:
-        """Sum statistics of disjoint document sets (terms in no particular order)."""
-        table = pa.concat_tables(
-            pa.table({"term": p.terms.cast(pa.large_string()), "df": p.df, "tf": p.tf})
-            for p in parts
-        )
-        grouped = table.group_by("term").aggregate([("df", "sum"), ("tf", "sum")])
+        """Sum statistics of disjoint document sets (terms in first-seen order)."""
+        terms = pa.concat_arrays([p.terms.cast(pa.large_string()) for p in parts])
+        encoded = pc.dictionary_encode(terms)
+        idx = encoded.indices.to_numpy(zero_copy_only=False)
+        n = len(encoded.dictionary)
         return TermStats(
-            terms=grouped.column("term").combine_chunks(),
-            df=grouped.column("df_sum").to_numpy(),
-            tf=grouped.column("tf_sum").to_numpy(),
+            terms=encoded.dictionary,
+            df=np.bincount(idx, weights=np.concatenate([p.df for p in parts]), minlength=n),
+            tf=np.bincount(idx, weights=np.concatenate([p.tf for p in parts]), minlength=n),
             n_docs=sum(p.n_docs for p in parts),
         )
 
