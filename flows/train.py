@@ -1,9 +1,10 @@
-"""The ``train`` flow, the main job: corpus -> features (-> label tree -> rankers -> evaluation).
+"""The ``train`` flow, the main job: corpus -> features -> label tree -> one ranker task per
+tree level -> model -> evaluation on the test split.
 
     python -m flows.train [--config cfg.yaml] [--set data.dataset=PATH] [--set key=value ...]
 
-Without ``data.dataset`` it trains on the embedded synthetic corpus. The stages after
-featurization (label tree, per-level rankers, evaluation) are added by the XR-Linear work.
+Without ``data.dataset`` it trains on the embedded synthetic corpus. Every task is cached on its
+inputs, so a run that failed at tree level 2 resumes at level 2.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from prefect import flow
 from flows.featurize import featurize_stages
 from flows.runtime import configured, prefect_api
 from tasks.corpus import synthesize_corpus
+from tasks.xr_linear import assemble_model, build_tree, evaluate, train_level
+from xmc_core.artifacts import read_meta
 from xmc_core.config import XmcConfig
-from xmc_core.report import features_summary
+from xmc_core.metrics import format_metrics
+from xmc_core.report import features_summary, read_json
 
 
 @flow(name="train-pipeline", log_prints=True)
@@ -33,7 +37,27 @@ def train_pipeline(cfg: XmcConfig) -> dict[str, str]:
         )
     outputs = {"corpus": corpus_dir, **featurize_stages(corpus_dir, cfg)}
     print(features_summary(outputs))
+    outputs.update(xr_linear_stages(outputs, cfg, work))
+    print(format_metrics(read_json(Path(outputs["evaluation"]) / "metrics.json")))
     return outputs
+
+
+def xr_linear_stages(feats: dict[str, str], cfg: XmcConfig, work: str) -> dict[str, str]:
+    """Tree, then the levels in order (each needs the ones above), model, evaluation."""
+    tree_dir = build_tree(feats["label_features"], cfg.tree, work)
+    depth = len(read_meta(Path(tree_dir), "LabelTree", verify=False)["level_sizes"])
+    post = cfg.predict.post_processor
+    levels: list[str] = []
+    for t in range(depth):
+        levels.append(
+            train_level(feats["train"], tree_dir, list(levels), t, cfg.ranker, post, work)
+        )
+    model_dir = assemble_model(
+        feats["vectorizer"], feats["label_index"], tree_dir, levels, feats["train"],
+        cfg.ranker, cfg.predict, work,
+    )  # fmt: skip
+    evaluation = evaluate(model_dir, feats["test"], cfg.eval, work)
+    return {"tree": tree_dir, "model": model_dir, "evaluation": evaluation}
 
 
 @flow(name="train", log_prints=True)

@@ -3,6 +3,9 @@
     xmc ingest FORMAT SRC DEST [options]   validate and import a corpus into a dataset folder
     xmc synth DEST [--scale S] [--seed N]  write the embedded synthetic corpus as a dataset
     xmc info DATASET                       print a dataset's manifest summary
+    xmc train DATASET MODEL [--config F] [--set K=V ...]   train XR-Linear, print test metrics
+    xmc predict MODEL SOURCE OUTPUT.jsonl  top labels of a dataset split or a text file
+    xmc evaluate MODEL DATASET             P@k, nDCG@k, R@k, PSP@k of a saved model
     xmc dump-config [--config F] [--set K=V ...]   print the full configuration as YAML
 
 Orchestrated runs (featurize, train) are Prefect flows: ``python -m flows.train``.
@@ -54,9 +57,37 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("dataset", type=Path)
 
     dump = sub.add_parser("dump-config", help="print the full configuration as YAML")
-    dump.add_argument("--config", type=Path)
-    dump.add_argument("--set", dest="overrides", action="append", default=[], metavar="K=V")
+    _config_args(dump)
+
+    tr = sub.add_parser("train", help="train XR-Linear on a dataset folder, print test metrics")
+    tr.add_argument("dataset", type=Path)
+    tr.add_argument("model", type=Path, help="model folder to create")
+    tr.add_argument("--overwrite", action="store_true", default=_S)
+    _config_args(tr)
+
+    pr = sub.add_parser("predict", help="top labels of a dataset split or a text file")
+    pr.add_argument("model", type=Path)
+    pr.add_argument("source", type=Path, help="dataset folder, or a text file (one doc a line)")
+    pr.add_argument("output", type=Path, help="JSON lines file to write")
+    _predict_args(pr)
+
+    ev = sub.add_parser("evaluate", help="metrics of a saved model on a dataset split")
+    ev.add_argument("model", type=Path)
+    ev.add_argument("dataset", type=Path)
+    _predict_args(ev)
+    _config_args(ev)
     return parser
+
+
+def _config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="YAML config file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="K=V")
+
+
+def _predict_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", default="test", help="split of a dataset folder (default: test)")
+    p.add_argument("--beam-size", type=int, help="override the model's beam size")
+    p.add_argument("--topk", type=int, help="override the model's top-k")
 
 
 def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
@@ -75,6 +106,22 @@ def _synth(args: argparse.Namespace) -> Manifest:
     if hasattr(args, "scale"):
         spec = spec.scaled(args.scale)
     return write_synthetic_dataset(args.dest, spec, **_given(args, "rows_per_group", "overwrite"))
+
+
+def _model_command(args: argparse.Namespace) -> None:
+    from xmc_core import commands  # numba kernels: imported only when a model command runs
+
+    if args.command == "train":
+        cfg = XmcConfig.load(args.config, args.overrides)
+        commands.train(args.dataset, args.model, cfg, **_given(args, "overwrite"))
+    elif args.command == "evaluate":
+        cfg = XmcConfig.load(args.config, args.overrides)
+        commands.evaluate(args.model, args.dataset, args.split, cfg, args.beam_size, args.topk)
+    elif args.command == "predict":
+        n = commands.predict(
+            args.model, args.source, args.output, args.split, args.beam_size, args.topk
+        )
+        print(f"wrote predictions of {n} documents to {args.output}")
 
 
 def manifest_summary(m: Manifest) -> str:
@@ -121,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             print(manifest_summary(Corpus(args.dataset).manifest))
         elif args.command == "dump-config":
             print(XmcConfig.load(args.config, args.overrides).to_yaml(), end="")
+        else:
+            _model_command(args)
     except (XmcError, FileExistsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

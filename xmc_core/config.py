@@ -67,6 +67,61 @@ class LabelFeaturesConfig(Section):
     )
 
 
+class TreeConfig(Section):
+    """Hierarchical label tree: recursive balanced spherical 2-means over the label features.
+
+    ``branching`` children per tree node (a power of two: each tree level is log2(branching)
+    binary splits); leaves hold at most ``max_leaf_size`` labels.
+    """
+
+    branching: int = Field(16, ge=2)
+    max_leaf_size: int = Field(100, ge=1)
+    kmeans_iter: int = Field(20, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _power_of_two(self) -> TreeConfig:
+        if self.branching & (self.branching - 1):
+            raise ValueError(f"branching={self.branching} must be a power of two")
+        return self
+
+
+class RankerConfig(Section):
+    """Per-level linear rankers (one binary problem per tree node, PECOS's XR-Linear defaults).
+
+    ``negatives``: ``tfn`` teacher-forcing (documents of the true parents), ``man`` matcher-aware
+    (the previous level's top ``matcher_topk`` predicted clusters), or both.
+    """
+
+    loss: Literal["squared_hinge", "logistic"] = "squared_hinge"
+    Cp: float = Field(1.0, gt=0, description="cost of positive examples")
+    Cn: float = Field(1.0, gt=0, description="cost of negative examples")
+    max_iter: int = Field(20, ge=1, description="coordinate-descent epochs per problem")
+    eps: float = Field(0.1, gt=0, description="stopping tolerance (projected gradient)")
+    bias: float = Field(1.0, ge=0, description="value of the bias feature; 0 disables it")
+    threshold: float = Field(0.1, ge=0, description="weights with |w| below it are pruned")
+    negatives: Literal["tfn", "man", "tfn+man"] = "tfn"
+    matcher_topk: int = Field(10, ge=1)
+    importance_weights: bool = False
+    seed: int = 0
+
+
+class PredictConfig(Section):
+    """Beam search; both values can be overridden at predict time."""
+
+    beam_size: int = Field(10, ge=1)
+    topk: int = Field(20, ge=1)
+    post_processor: Literal["l3-hinge", "sigmoid", "noop"] = "l3-hinge"
+
+
+class EvalConfig(Section):
+    """Evaluation: cut-offs and the propensity model of PSP@k (Jain et al. 2016)."""
+
+    ks: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    propensity_a: float = 0.55
+    propensity_b: float = 1.5
+
+
 class DataConfig(Section):
     """Which corpus to train on; no ``dataset`` means the embedded synthetic corpus."""
 
@@ -94,6 +149,10 @@ class XmcConfig(Section):
     tokenizer: TokenizerConfig = TokenizerConfig()
     tfidf: TfidfConfig = TfidfConfig()
     label_features: LabelFeaturesConfig = LabelFeaturesConfig()
+    tree: TreeConfig = TreeConfig()
+    ranker: RankerConfig = RankerConfig()
+    predict: PredictConfig = PredictConfig()
+    eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
 
     @classmethod

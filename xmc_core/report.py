@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from xmc_core.artifacts import read_meta
 from xmc_core.corpus import Corpus
@@ -28,3 +30,8 @@ def features_summary(outputs: dict[str, str]) -> str:
             f"Y {meta['n_docs']} x {meta['n_labels']}"
         )
     return "\n".join(lines)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file written by the pipeline (e.g. ``metrics.json``)."""
+    return json.loads(path.read_text(encoding="utf-8"))

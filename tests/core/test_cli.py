@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,29 @@ def test_synth_and_dump_config(tmp_path: Path) -> None:
     assert yaml.safe_load(dump.stdout)["tfidf"]["min_df"] == 2
     bad = xmc("dump-config", "--set", "tfidf.nope=1")
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_train_predict_evaluate(tmp_path: Path) -> None:
+    assert xmc("synth", str(tmp_path / "ds"), "--scale", "0.1").returncode == 0
+    model = tmp_path / "model"
+    out = xmc("train", str(tmp_path / "ds"), str(model), "--set", "tree.max_leaf_size=20")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].split() == ["(%)", "@1", "@3", "@5"]
+    assert {"config.yaml", "metrics.json", "meta.json"} <= {p.name for p in model.iterdir()}
+    texts = tmp_path / "in.txt"
+    texts.write_text("first document\nsecond document\n")
+    pred = xmc("predict", str(model), str(texts), str(tmp_path / "p.jsonl"), "--topk", "2")
+    assert pred.returncode == 0, pred.stderr
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["doc_id"] for r in rows] == ["line-1", "line-2"]
+    assert all(len(r["labels"]) == len(r["scores"]) <= 2 for r in rows)
+    ev = xmc("evaluate", str(model), str(tmp_path / "ds"))
+    assert ev.returncode == 0 and ev.stdout == out.stdout  # same test split, same model
+    again = xmc("train", str(tmp_path / "ds"), str(model))
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_model_commands_fail_clearly(tmp_path: Path) -> None:
+    out = xmc("evaluate", str(tmp_path / "missing-model"), str(tmp_path))
+    assert out.returncode == 2 and "meta.json is missing" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,4 +1,5 @@
-"""The main job, as the README runs it: a fresh process, its own Prefect server, Dask."""
+"""The main job, as the README runs it: a fresh process, its own Prefect server, Dask,
+featurization through XR-Linear to the test metrics."""
 
 from __future__ import annotations
 
@@ -22,4 +23,5 @@ def test_train_main_job_end_to_end(tmp_path: Path) -> None:
     assert "corpus: 300 train / 75 test docs" in log
     assert "vocabulary:" in log and "label features (pifa):" in log
     assert "train flow finished" in log
+    assert "(%)        @1      @3      @5" in log and "\nPSP " in log  # the evaluation table
     assert len(list((tmp_path / "work" / "artifacts" / "count").iterdir())) == 3  # 2 train + 1 test

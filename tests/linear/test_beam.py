@@ -1,0 +1,87 @@
+"""Beam search: chunked scoring equals exhaustive scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xmc_core.config import PredictConfig, RankerConfig
+from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
+from xmc_core.linear.model import XRLinearModel
+from xmc_core.linear.tree import LabelTree
+
+RNG = np.random.default_rng(0)
+
+
+def assignment(parents: list[int], n_parents: int) -> sp.csr_matrix:
+    n = len(parents)
+    return sp.csr_matrix((np.ones(n), (np.arange(n), parents)), shape=(n, n_parents))
+
+
+def transform(s: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "sigmoid":
+        return 1 / (1 + np.exp(-s))
+    if kind == "l3-hinge":
+        return np.exp(-(np.maximum(1 - s, 0) ** 3))
+    return s
+
+
+def with_bias(X: sp.csr_matrix, bias: float) -> sp.csr_matrix:
+    return sp.hstack([X, np.full((X.shape[0], 1), bias)], format="csr")
+
+
+@pytest.mark.parametrize("kind", ["noop", "sigmoid", "l3-hinge"])
+def test_level_scores_equal_dense_computation(kind: str) -> None:
+    X = sp.random(40, 25, density=0.3, format="csr", random_state=1, dtype=np.float32)
+    W = sp.random(26, 9, density=0.4, format="csc", random_state=2, dtype=np.float32)
+    C = assignment([2, 0, 1, 0, 2, 2, 1, 0, 1], 3)
+    beam_ids = np.tile([0, 2, -1], (40, 1))  # parent 1 not in the beam; one empty slot
+    beam_scores = np.tile(np.float32([0.5, 0.25, 9.0]), (40, 1))
+    ids, scores = score_level(X, ChunkedLevel.build(W, C), beam_ids, beam_scores, 4, kind, 0.7)
+    S = transform((with_bias(X, 0.7) @ W).toarray(), kind)
+    parent_score = {0: 0.5, 2: 0.25}
+    cand = [j for j in range(9) if C[j].indices[0] in parent_score]
+    for i in range(40):
+        full = {
+            j: S[i, j] if kind == "noop" else S[i, j] * parent_score[C[j].indices[0]] for j in cand
+        }
+        best = sorted(full.values(), reverse=True)[:4]
+        np.testing.assert_allclose(scores[i], best, rtol=1e-5, atol=1e-6)
+        reported = [full[j] for j in ids[i]]  # each returned id carries its own true score
+        np.testing.assert_allclose(reported, scores[i], rtol=1e-5, atol=1e-6)
+
+
+def test_width_larger_than_candidates_pads_with_minus_one() -> None:
+    X = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    W = sp.csc_matrix(np.ones((4, 2), dtype=np.float32))
+    ids, scores = score_level(
+        X, ChunkedLevel.build(W, assignment([0, 0], 1)), *root_beam(3), 5, "noop", 1.0
+    )
+    assert (ids[:, 2:] == -1).all() and (ids[:, :2] >= 0).all()
+    assert beam_to_csr(ids, scores, 2).nnz == 6
+
+
+def test_beam_covering_every_cluster_equals_exhaustive_scoring() -> None:
+    # 2 levels: 4 clusters -> 12 labels (3 per cluster)
+    tree = LabelTree([sp.csr_matrix(np.ones((4, 1))), assignment([i // 3 for i in range(12)], 4)])
+    d = 15
+    W0 = sp.random(d + 1, 4, density=0.6, format="csc", random_state=3, dtype=np.float32)
+    W1 = sp.random(d + 1, 12, density=0.6, format="csc", random_state=4, dtype=np.float32)
+    X = sp.random(30, d, density=0.4, format="csr", random_state=5, dtype=np.float32)
+    model = XRLinearModel(RankerConfig(bias=1.0), PredictConfig()).set_levels(tree, [W0, W1], d)
+    pred = model.predict(X, beam_size=4, topk=12, post_processor="l3-hinge").toarray()
+    Xb = with_bias(X, 1.0)
+    s0 = transform((Xb @ W0).toarray(), "l3-hinge")
+    s1 = transform((Xb @ W1).toarray(), "l3-hinge")
+    exhaustive = s1 * s0[:, [j // 3 for j in range(12)]]
+    np.testing.assert_allclose(pred, exhaustive, rtol=1e-5, atol=1e-7)
+    narrow = model.predict(X, beam_size=1, topk=3).toarray()
+    assert ((narrow > 0).sum(axis=1) == 3).all()  # one cluster in the beam: its 3 labels
+
+
+def test_chunked_level_rejects_children_without_one_parent() -> None:
+    W = sp.csc_matrix(np.ones((3, 2), dtype=np.float32))
+    bad = sp.csr_matrix(np.array([[1.0, 1.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match="exactly one parent"):
+        ChunkedLevel.build(W, bad)

@@ -1,0 +1,99 @@
+"""What ``xmc train``, ``xmc predict`` and ``xmc evaluate`` do (the parsers live in ``cli``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import scipy.sparse as sp
+
+from xmc_core.atomic import atomic_dir, atomic_file, write_json
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.importers.textio import iter_lines
+from xmc_core.errors import InputError
+from xmc_core.metrics import format_metrics
+from xmc_core.pipeline import (
+    evaluate_model,
+    featurize_corpus,
+    featurize_split,
+    train_model,
+)
+from xmc_core.text_model import XmcModel
+
+_BATCH = 10_000
+
+
+def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:
+    """Featurize, build the tree, train, evaluate on test; save the model folder atomically."""
+    feats = featurize_corpus(Corpus(dataset), cfg)
+    model = train_model(feats, cfg)
+    metrics = evaluate_model(model, feats.test, cfg.eval)
+    with atomic_dir(model_dir, overwrite=overwrite) as tmp:
+        model.save(tmp)
+        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        write_json(tmp / "metrics.json", {"test": metrics})
+    print(format_metrics(metrics))
+    return metrics
+
+
+def evaluate(
+    model_dir: Path, dataset: Path, split: str, cfg: XmcConfig, beam: int | None, topk: int | None
+) -> dict:
+    """Metrics of a saved model on one split of a dataset folder."""
+    model = XmcModel.load(model_dir)
+    feats = featurize_split(Corpus(dataset), split, model)
+    metrics = evaluate_model(model, feats, cfg.eval, beam_size=beam, topk=topk)
+    print(format_metrics(metrics))
+    return metrics
+
+
+def _predictions(
+    source: Path, split: str, model: XmcModel, beam: int | None, topk: int | None
+) -> Iterator[tuple[list[str], sp.csr_matrix]]:
+    """Batches of (doc ids, scores) from a dataset folder or a text file (one doc a line)."""
+    if source.is_dir():
+        feats = featurize_split(Corpus(source), split, model)
+        yield feats.doc_ids.to_pylist(), model.predict_features(feats.X, topk, beam)
+        return
+    if not source.is_file():
+        raise InputError(source, "no such file or dataset folder", "check the path")
+    batch: list[tuple[int, str]] = []
+    for lineno, text in iter_lines(source):
+        batch.append((lineno, text))
+        if len(batch) == _BATCH:
+            yield _predict_lines(batch, model, beam, topk)
+            batch = []
+    if batch:
+        yield _predict_lines(batch, model, beam, topk)
+
+
+def _predict_lines(
+    batch: list[tuple[int, str]], model: XmcModel, beam: int | None, topk: int | None
+) -> tuple[list[str], sp.csr_matrix]:
+    ids = [f"line-{lineno}" for lineno, _ in batch]
+    return ids, model.predict([text for _, text in batch], topk, beam)
+
+
+def predict(
+    model_dir: Path, source: Path, output: Path, split: str, beam: int | None, topk: int | None
+) -> int:
+    """Write JSON lines ``{"doc_id", "labels", "scores"}`` for every document, atomically.
+
+    ``source`` is a dataset folder (``split`` is read) or a UTF-8 text file, one document a line
+    (ids ``line-N``). Returns the number of documents.
+    """
+    model = XmcModel.load(model_dir)
+    n = 0
+    with atomic_file(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for ids, scores in _predictions(source, split, model, beam, topk):
+            for doc_id, ranked in zip(ids, model.top_labels(scores), strict=True):
+                record = {
+                    "doc_id": doc_id,
+                    "labels": [name for name, _ in ranked],
+                    "scores": [round(score, 6) for _, score in ranked],
+                }
+                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+                n += 1
+    return n

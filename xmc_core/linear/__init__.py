@@ -1,0 +1,1 @@
+"""Linear XMC models: label tree, per-level rankers, beam search (XR-Linear)."""

@@ -1,0 +1,193 @@
+"""Beam search through the levels of a tree of linear rankers.
+
+At level t each document keeps ``beam_size`` nodes; the children of those nodes are scored with
+their linear rankers, the score is transformed (post-processor) and combined with the parent's
+score, and the best ``beam_size`` (``topk`` at the last level) survive.
+
+Scoring follows the document's features, not the rankers' weights (as PECOS does): ``W`` is
+regrouped per parent into a feature-major chunk holding the weights of that parent's children,
+and each of the document's nonzero features is looked up (binary search) in the chunk of each
+beam parent. The cost per (document, parent) is ``nnz(x) * log(features in chunk)`` plus the
+matching weights; dense upper levels cost no more than sparse ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+POST_PROCESSORS = {"noop": 0, "sigmoid": 1, "l3-hinge": 2}
+
+
+@dataclass(frozen=True)
+class ChunkedLevel:
+    """One level's rankers regrouped per parent.
+
+    Parent ``p``'s children are ``children[child_ptr[p]:child_ptr[p+1]]`` (global ids); its chunk
+    holds the features ``feat[feat_ptr[p]:feat_ptr[p+1]]`` (sorted), and feature slot ``k`` has
+    the weights ``val[entry_ptr[k]:entry_ptr[k+1]]`` of the children at local positions
+    ``local[...]``. Feature ``n_features`` is the bias.
+    """
+
+    child_ptr: np.ndarray
+    children: np.ndarray
+    feat_ptr: np.ndarray
+    feat: np.ndarray
+    entry_ptr: np.ndarray
+    local: np.ndarray
+    val: np.ndarray
+    n_features: int
+    n_nodes: int
+
+    @classmethod
+    def build(cls, W: sp.spmatrix, C: sp.spmatrix) -> ChunkedLevel:
+        """From ``W``: (n_features + 1, K) weights (last row bias) and ``C``: csr (K, P)."""
+        C = sp.csr_matrix(C)
+        n_nodes, n_parents = C.shape
+        if W.shape[1] != n_nodes:
+            raise ValueError(f"W has {W.shape[1]} columns, C has {n_nodes} children")
+        if not np.array_equal(np.diff(C.indptr), np.ones(n_nodes, dtype=C.indptr.dtype)):
+            raise ValueError("every child needs exactly one parent in C")
+        parent = C.indices.astype(np.int64)
+        order = np.lexsort((np.arange(n_nodes), parent))  # children grouped by parent
+        child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
+        np.cumsum(np.bincount(parent, minlength=n_parents), out=child_ptr[1:])
+        position = np.empty(n_nodes, dtype=np.int64)
+        position[order] = np.arange(n_nodes)
+        coo = sp.coo_matrix(W)
+        node_parent = parent[coo.col]
+        entries = np.lexsort((position[coo.col], coo.row, node_parent))
+        f, p = coo.row[entries].astype(np.int64), node_parent[entries]
+        starts = np.flatnonzero(np.r_[True, (f[1:] != f[:-1]) | (p[1:] != p[:-1])])
+        feat_ptr = np.zeros(n_parents + 1, dtype=np.int64)
+        np.cumsum(np.bincount(p[starts], minlength=n_parents), out=feat_ptr[1:])
+        return cls(
+            child_ptr=child_ptr,
+            children=order.astype(np.int64),
+            feat_ptr=feat_ptr,
+            feat=f[starts],
+            entry_ptr=np.r_[starts, len(f)].astype(np.int64),
+            local=(position[coo.col[entries]] - child_ptr[p]).astype(np.int64),
+            val=coo.data[entries].astype(np.float32),
+            n_features=W.shape[0] - 1,
+            n_nodes=n_nodes,
+        )
+
+
+@njit(cache=True, inline="always")
+def _transform(score: float, kind: int) -> float:
+    if kind == 1:
+        return 1.0 / (1.0 + np.exp(-score))
+    if kind == 2:
+        v = 1.0 - score
+        v = v if v > 0.0 else 0.0
+        return np.exp(-v * v * v)
+    return score
+
+
+@njit(cache=True, inline="always")
+def _accumulate(xi, xv, p, acc, feat_ptr, feat, entry_ptr, local, val):
+    """acc[local child] += w . x over the features of x found in parent p's chunk."""
+    lo, hi = feat_ptr[p], feat_ptr[p + 1]
+    for k in range(xi.shape[0]):
+        if lo >= hi:
+            break
+        pos = lo + np.searchsorted(feat[lo:hi], xi[k])
+        if pos < hi and feat[pos] == xi[k]:
+            for e in range(entry_ptr[pos], entry_ptr[pos + 1]):
+                acc[local[e]] += val[e] * xv[k]
+            lo = pos + 1
+
+
+@njit(cache=True, parallel=True)
+def _score_level(
+    x_ptr, x_idx, x_val, bias, child_ptr, children, feat_ptr, feat, entry_ptr, local, val,
+    par_ids, par_scores, width, kind, n_features,
+):  # fmt: skip
+    """For each doc: score the children of its beam parents, keep the best ``width``.
+
+    par_ids/par_scores: (n, b_in) beam of the previous level (-1 = empty slot).
+    Returns ids (n, width) int64 (-1 = empty) and scores (n, width) float32.
+    """
+    n = par_ids.shape[0]
+    out_ids = np.full((n, width), -1, dtype=np.int64)
+    out_scores = np.zeros((n, width), dtype=np.float32)
+    for i in prange(n):
+        m = x_ptr[i + 1] - x_ptr[i]
+        xi = np.empty(m + 1, dtype=np.int64)
+        xv = np.empty(m + 1, dtype=np.float32)
+        xi[:m] = x_idx[x_ptr[i] : x_ptr[i + 1]]
+        xv[:m] = x_val[x_ptr[i] : x_ptr[i + 1]]
+        xi[m], xv[m] = n_features, bias
+        n_cand = 0
+        for b in range(par_ids.shape[1]):
+            if par_ids[i, b] >= 0:
+                n_cand += child_ptr[par_ids[i, b] + 1] - child_ptr[par_ids[i, b]]
+        cand_ids = np.empty(n_cand, dtype=np.int64)
+        cand_scores = np.empty(n_cand, dtype=np.float32)
+        c = 0
+        for b in range(par_ids.shape[1]):
+            p = par_ids[i, b]
+            if p < 0:
+                continue
+            n_child = child_ptr[p + 1] - child_ptr[p]
+            acc = np.zeros(n_child, dtype=np.float32)
+            _accumulate(xi, xv, p, acc, feat_ptr, feat, entry_ptr, local, val)
+            for q in range(n_child):
+                t = _transform(acc[q], kind)
+                cand_ids[c] = children[child_ptr[p] + q]
+                cand_scores[c] = t if kind == 0 else t * par_scores[i, b]
+                c += 1
+        order = np.argsort(-cand_scores, kind="mergesort")
+        for r in range(min(width, n_cand)):
+            out_ids[i, r] = cand_ids[order[r]]
+            out_scores[i, r] = cand_scores[order[r]]
+    return out_ids, out_scores
+
+
+def score_level(
+    X: sp.csr_matrix,
+    level: ChunkedLevel,
+    beam_ids: np.ndarray,
+    beam_scores: np.ndarray,
+    width: int,
+    post_processor: str,
+    bias: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best ``width`` children of each document's beam.
+
+    ``X``: csr (n, d) with sorted indices; ``beam_ids``/``beam_scores``: (n, b) parents in the
+    beam (-1 = empty). Returns ``(ids (n, width) int64, -1 for empty slots; scores float32)``.
+    """
+    if X.shape[1] != level.n_features:
+        raise ValueError(f"X has {X.shape[1]} features, the rankers {level.n_features}")
+    X = sp.csr_matrix(X, dtype=np.float32)
+    if not X.has_sorted_indices:
+        X = X.sorted_indices()
+    return _score_level(
+        X.indptr, X.indices, X.data, np.float32(bias),
+        level.child_ptr, level.children, level.feat_ptr, level.feat, level.entry_ptr,
+        level.local, level.val,
+        np.ascontiguousarray(beam_ids, dtype=np.int64),
+        np.ascontiguousarray(beam_scores, dtype=np.float32),
+        width, POST_PROCESSORS[post_processor], level.n_features,
+    )  # fmt: skip
+
+
+def root_beam(n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """The beam before the first level: every document at the single root with score 1."""
+    return np.zeros((n_docs, 1), dtype=np.int64), np.ones((n_docs, 1), dtype=np.float32)
+
+
+def beam_to_csr(ids: np.ndarray, scores: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """(n, b) ids/scores with -1 for empty slots -> csr (n, n_cols), rows sorted by column."""
+    valid = ids >= 0
+    rows = np.repeat(np.arange(ids.shape[0]), valid.sum(axis=1))
+    out = sp.csr_matrix(
+        (scores[valid].astype(np.float32), (rows, ids[valid])), shape=(ids.shape[0], n_cols)
+    )
+    out.sort_indices()
+    return out

@@ -1,0 +1,171 @@
+"""XR-Linear: one linear ranker per tree level, trained coarse to fine, beam search to predict."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.artifacts import load_csr, read_meta, save_csr, write_meta
+from xmc_core.config import PredictConfig, RankerConfig
+from xmc_core.errors import ArtifactError
+from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
+from xmc_core.linear.levels import (
+    importance_weights,
+    level_targets,
+    matcher_beam,
+    matching_matrix,
+)
+from xmc_core.linear.solver import train_level
+from xmc_core.linear.tree import LabelTree
+
+log = logging.getLogger(__name__)
+
+
+def fit_level(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    tree: LabelTree,
+    t: int,
+    trained: list[sp.csc_matrix],
+    cfg: RankerConfig,
+    post_processor: str,
+) -> sp.csc_matrix:
+    """Rankers of tree level ``t`` given the levels above (``trained``, for matcher negatives).
+
+    ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels). Returns W: csc
+    (n_features + 1, K_{t+1}), the last row holding the bias weights.
+    """
+    if len(trained) != t:
+        raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
+    targets = level_targets(Y, tree.C)
+    matched = None
+    if t > 0 and cfg.negatives != "tfn":
+        matched = matcher_beam(X, trained, tree.C, cfg.matcher_topk, post_processor, cfg.bias)
+    M = matching_matrix(targets, t, cfg, matched)
+    R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
+    start = time.perf_counter()
+    W = train_level(X, targets[t], tree.C[t], M, cfg, R)
+    log.info(
+        "level %d: %d nodes under %d parents, %d (doc, parent) pairs, W nnz %d, %.1f s",
+        t, tree.C[t].shape[0], tree.C[t].shape[1], M.nnz, W.nnz, time.perf_counter() - start,
+    )  # fmt: skip
+    return W
+
+
+class XRLinearModel:
+    """A label tree and one ranker matrix per level.
+
+    ``fit(X, Y, tree)`` trains every level; ``predict(X)`` returns the top-k labels of each
+    document as csr (n_docs, n_labels) scores. Prediction settings are saved with the model and
+    can be overridden per call.
+    """
+
+    def __init__(self, ranker: RankerConfig, predict: PredictConfig) -> None:
+        self.ranker = ranker
+        self.predict_cfg = predict
+
+    def fit(self, X: sp.csr_matrix, Y: sp.csr_matrix, tree: LabelTree) -> XRLinearModel:
+        """Train every level, coarse to fine. ``X``: csr (n, d); ``Y``: csr (n, n_labels)."""
+        if X.shape[0] != Y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows, Y has {Y.shape[0]}")
+        if Y.shape[1] != tree.C[-1].shape[0]:
+            raise ValueError(f"Y has {Y.shape[1]} labels, the tree {tree.C[-1].shape[0]}")
+        weights: list[sp.csc_matrix] = []
+        for t in range(tree.depth):
+            weights.append(
+                fit_level(X, Y, tree, t, weights, self.ranker, self.predict_cfg.post_processor)
+            )
+        return self.set_levels(tree, weights, X.shape[1])
+
+    def set_levels(
+        self, tree: LabelTree, weights: list[sp.csc_matrix], n_features: int
+    ) -> XRLinearModel:
+        """Assemble a model from levels trained elsewhere (e.g. one orchestrated task each)."""
+        if len(weights) != tree.depth:
+            raise ValueError(f"{len(weights)} weight matrices for a tree of depth {tree.depth}")
+        for t, W in enumerate(weights):
+            if W.shape != (n_features + 1, tree.C[t].shape[0]):
+                raise ValueError(f"level {t}: W shape {W.shape} does not fit the tree")
+        self.tree_ = tree
+        self.weights_ = [sp.csc_matrix(W, dtype=np.float32) for W in weights]
+        self.n_features_ = n_features
+        self.chunks_ = [ChunkedLevel.build(W, tree.C[t]) for t, W in enumerate(self.weights_)]
+        return self
+
+    @property
+    def n_labels(self) -> int:
+        """Number of labels (columns of the prediction)."""
+        return self.tree_.C[-1].shape[0]
+
+    def predict(
+        self,
+        X: sp.csr_matrix,
+        beam_size: int | None = None,
+        topk: int | None = None,
+        post_processor: str | None = None,
+    ) -> sp.csr_matrix:
+        """Top-k labels per document: csr (n_docs, n_labels) scores, by beam search."""
+        if X.shape[1] != self.n_features_:
+            raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features_}")
+        cfg = self.predict_cfg
+        beam = beam_size or cfg.beam_size
+        k = topk or cfg.topk
+        post = post_processor or cfg.post_processor
+        ids, scores = root_beam(X.shape[0])
+        for t, level in enumerate(self.chunks_):
+            width = k if t == len(self.chunks_) - 1 else beam
+            ids, scores = score_level(X, level, ids, scores, width, post, self.ranker.bias)
+        return beam_to_csr(ids, scores, self.n_labels)
+
+    def save(self, folder: str | Path) -> None:
+        """Write ``tree/``, ``W{t}.npz`` and ``meta.json``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.tree_.save(folder / "tree")
+        for t, W in enumerate(self.weights_):
+            save_csr(folder / f"W{t}.npz", W.tocsr())
+        write_meta(
+            folder,
+            "XRLinearModel",
+            {
+                "ranker": self.ranker.model_dump(mode="json"),
+                "predict": self.predict_cfg.model_dump(mode="json"),
+                "n_features": self.n_features_,
+                "n_labels": self.n_labels,
+                "depth": self.tree_.depth,
+            },
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path) -> XRLinearModel:
+        """Read a folder written by :meth:`save`; fails clearly if anything is off."""
+        folder = Path(folder)
+        meta = read_meta(folder, "XRLinearModel")
+        model = cls(RankerConfig(**meta["ranker"]), PredictConfig(**meta["predict"]))
+        tree = LabelTree.load(folder / "tree")
+        if tree.depth != meta["depth"]:
+            raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {meta['depth']}")
+        weights = [load_csr(folder / f"W{t}.npz").tocsc() for t in range(tree.depth)]
+        try:
+            return model.set_levels(tree, weights, int(meta["n_features"]))
+        except ValueError as err:
+            raise ArtifactError(folder, f"inconsistent model: {err}") from err
+
+
+def save_level(folder: str | Path, W: sp.csc_matrix, t: int) -> None:
+    """One level's rankers as an artifact folder (``W.npz`` + ``meta.json``)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_csr(folder / "W.npz", W.tocsr())
+    write_meta(folder, "LevelRankers", {"level": t, "shape": list(W.shape), "nnz": int(W.nnz)})
+
+
+def load_level(folder: str | Path) -> sp.csc_matrix:
+    """Read a folder written by :func:`save_level`."""
+    folder = Path(folder)
+    read_meta(folder, "LevelRankers")
+    return load_csr(folder / "W.npz").tocsc()

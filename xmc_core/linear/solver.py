@@ -1,0 +1,237 @@
+"""One tree level of linear rankers, trained like PECOS's XR-Linear (liblinear dual CD).
+
+Node j of the level has parent p = parent(j) (from C). Its binary problem is trained on the
+documents of p, ``{i : M[i, p] = 1}``: label +1 where Y[i, j] = 1, else -1; cost Cp for
+positives and Cn for negatives, times R[i, j] where R holds that pair. Positive pairs whose
+document is not in M[:, p] are *not* trained on: put teacher forcing into M when wanted
+(PECOS adds them implicitly). Each problem minimizes, over w of length n_features + 1,
+
+- ``squared_hinge``: 0.5 ||w||^2 + sum_i C_i max(0, 1 - y_i w.x_i)^2 (liblinear's
+  solve_l2r_l1l2_svc, L2 loss, with shrinking);
+- ``logistic``: 0.5 ||w||^2 + sum_i C_i log(1 + exp(-y_i w.x_i)) (liblinear's
+  solve_l2r_lr_dual),
+
+where x_i is the document's row followed by the constant ``cfg.bias`` (the bias weight is
+regularized, as in liblinear and PECOS). Epochs visit examples in a random order drawn from
+(cfg.seed, node), stopping at ``cfg.eps`` or after ``cfg.max_iter`` epochs. Weights with
+|w| < cfg.threshold are pruned.
+
+Parents are processed in batches of bounded memory: each batch copies its parents' rows into
+local blocks with renumbered features, then solves the nodes in parallel (numba threads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.config import RankerConfig
+from xmc_core.linear import _solver_kernels as kernels
+
+BATCH_ENTRIES = 1 << 24
+"""Soft cap per batch on the local row entries and on the weight slots (8 bytes each)."""
+
+
+@dataclass(frozen=True)
+class _Level:
+    """The validated inputs of one level, in the layouts the kernels read."""
+
+    X: sp.csr_matrix  # (n_docs, n_features) float32, int32 indices, int64 indptr
+    Y: sp.csc_matrix  # (n_docs, K) binary, sorted int64 indices
+    R: sp.csc_matrix  # (n_docs, K) weights (empty when not given)
+    M: sp.csc_matrix  # (n_docs, P) binary, sorted int64 indices
+    parent: np.ndarray  # (K,) int64
+
+
+def train_level(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    C: sp.csr_matrix,
+    M: sp.csr_matrix,
+    cfg: RankerConfig,
+    R: sp.csr_matrix | None = None,
+) -> sp.csc_matrix:
+    """Train the rankers of every node of one level.
+
+    ``X``: csr (n_docs, n_features), rows L2-normalized; ``Y``: csr (n_docs, K) binary
+    relevant nodes; ``C``: csr (K, P) binary, one parent per node; ``M``: csr (n_docs, P)
+    binary, the parents whose problems each document takes part in; ``R``: optional csr
+    (n_docs, K) importance weights multiplying the cost of (doc, node) pairs (absent pairs
+    weigh 1). Returns W: csc (n_features + 1, K) float32, sorted indices; the last row holds
+    the bias weights (scores are ``X @ W[:-1] + cfg.bias * W[-1]``; empty when bias == 0).
+    """
+    level = _validate(X, Y, C, M, R)
+    n_features = X.shape[1]
+    n_nodes = level.parent.size
+    params = (
+        kernels.LOGISTIC if cfg.loss == "logistic" else kernels.SQUARED_HINGE,
+        int(cfg.max_iter),
+        int(cfg.seed) & (2**63 - 1),
+        int(n_features),
+        float(cfg.Cp),
+        float(cfg.Cn),
+        float(cfg.eps),
+        float(cfg.bias),
+        float(cfg.threshold),
+    )
+    pieces = [_train_batch(level, batch, params) for batch in _plan_batches(level)]
+    return _assemble(pieces, n_features + 1, n_nodes)
+
+
+def _validate(
+    X: sp.spmatrix, Y: sp.spmatrix, C: sp.spmatrix, M: sp.spmatrix, R: sp.spmatrix | None
+) -> _Level:
+    """Check shapes, and convert every matrix to the canonical layout the kernels read."""
+    n_docs, _ = X.shape
+    n_nodes, n_parents = C.shape
+    expected = {"Y": (n_docs, n_nodes), "M": (n_docs, n_parents)}
+    if R is not None:
+        expected["R"] = (n_docs, n_nodes)
+    for name, matrix in (("Y", Y), ("M", M), ("R", R)):
+        if name in expected and matrix.shape != expected[name]:
+            raise ValueError(f"{name} has shape {matrix.shape}, expected {expected[name]}")
+    C = _pattern(sp.csr_matrix(C))
+    if np.any(np.diff(C.indptr) != 1):
+        raise ValueError("C must have exactly one parent (one nonzero) per row")
+    Xc = sp.csr_matrix(X, dtype=np.float32, copy=True)
+    Xc.sum_duplicates()
+    Xc.indices = Xc.indices.astype(np.int32, copy=False)
+    Xc.indptr = Xc.indptr.astype(np.int64, copy=False)
+    Rc = sp.csc_matrix((n_docs, n_nodes)) if R is None else sp.csc_matrix(R, copy=True)
+    return _Level(
+        X=Xc,
+        Y=_int64_csc(_pattern(sp.csc_matrix(Y))),
+        R=_int64_csc(Rc.astype(np.float64)),
+        M=_int64_csc(_pattern(sp.csc_matrix(M))),
+        parent=C.indices.astype(np.int64),
+    )
+
+
+def _pattern(A: sp.spmatrix) -> sp.spmatrix:
+    """The nonzero pattern of A with unit values (same format, duplicates merged)."""
+    A = A.copy()
+    A.sum_duplicates()
+    A.eliminate_zeros()
+    A.data = np.ones_like(A.data, dtype=np.float64)
+    return A
+
+
+def _int64_csc(A: sp.csc_matrix) -> sp.csc_matrix:
+    """A with sorted int64 row indices and int64 column pointers."""
+    A.sum_duplicates()
+    A.indices = A.indices.astype(np.int64, copy=False)
+    A.indptr = A.indptr.astype(np.int64, copy=False)
+    return A
+
+
+def _plan_batches(level: _Level) -> list[np.ndarray]:
+    """Parents (int64 arrays) grouped so each batch holds about ``BATCH_ENTRIES`` entries.
+
+    Parents without children or without documents are left out: their nodes get no weights.
+    """
+    row_len = np.diff(level.X.indptr)
+    n_parents = level.M.shape[1]
+    children = np.bincount(level.parent, minlength=n_parents)
+    cumulative = _offsets(row_len[level.M.indices])
+    nnz = cumulative[level.M.indptr[1:]] - cumulative[level.M.indptr[:-1]]
+    slots = children * (np.minimum(nnz, level.X.shape[1]) + 1)
+    batches: list[np.ndarray] = []
+    current: list[int] = []
+    used_nnz = used_slots = 0
+    for p in np.flatnonzero((children > 0) & (np.diff(level.M.indptr) > 0)):
+        if current and (used_nnz + nnz[p] > BATCH_ENTRIES or used_slots + slots[p] > BATCH_ENTRIES):
+            batches.append(np.array(current, dtype=np.int64))
+            current, used_nnz, used_slots = [], 0, 0
+        current.append(int(p))
+        used_nnz += int(nnz[p])
+        used_slots += int(slots[p])
+    if current:
+        batches.append(np.array(current, dtype=np.int64))
+    return batches
+
+
+def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(starts[k], starts[k] + lengths[k])`` over k, as int64."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(np.asarray(starts, dtype=np.int64) - offsets, lengths) + np.arange(
+        lengths.sum(), dtype=np.int64
+    )
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """(len(counts) + 1,) int64 prefix sums starting at 0."""
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _gather(level: _Level, parents: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Local blocks of ``parents`` (n_b,): the ``local`` tuple of ``kernels.solve_jobs``."""
+    X, M = level.X, level.M
+    n_rows = np.diff(M.indptr)[parents]
+    row_start = _offsets(n_rows)
+    docs = M.indices[_segments(M.indptr[parents], n_rows)]
+    indptr = _offsets(np.diff(X.indptr)[docs])
+    nnz = indptr[row_start[1:]] - indptr[row_start[:-1]]
+    feat_start = _offsets(np.minimum(nnz, X.shape[1]))
+    marker = np.full(X.shape[1], -1, dtype=np.int32)
+    idx = np.empty(indptr[-1], dtype=np.uint32)  # unsigned: no negative-index checks
+    val = np.empty(indptr[-1], dtype=np.float32)
+    sqnorm = np.empty(docs.size, dtype=np.float64)
+    feat_map = np.empty(feat_start[-1], dtype=np.int32)
+    n_local = np.zeros(parents.size, dtype=np.int64)
+    kernels.gather_parents(
+        row_start, docs, indptr, X.indptr, X.indices, X.data, feat_start, marker,
+        idx, val, sqnorm, feat_map, n_local,
+    )  # fmt: skip
+    return row_start, docs, indptr, idx, val, sqnorm, feat_start, n_local, feat_map
+
+
+def _train_batch(
+    level: _Level, parents: np.ndarray, params: tuple
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Train the children of ``parents``; returns (nodes, counts, rows, values) in job order."""
+    local = _gather(level, parents)
+    row_start, indptr, n_local = local[0], local[2], local[7]
+    slot_of_parent = np.full(level.M.shape[1], -1, dtype=np.int64)
+    slot_of_parent[parents] = np.arange(parents.size)
+    nodes = np.flatnonzero(slot_of_parent[level.parent] >= 0)
+    slots = slot_of_parent[level.parent[nodes]]
+    # Largest problems first, so the dynamic schedule balances the threads.
+    work = (indptr[row_start[1:]] - indptr[row_start[:-1]])[slots]
+    order = np.argsort(-work, kind="stable")
+    nodes, slots = nodes[order], slots[order]
+    start = _offsets(n_local[slots] + 1)
+    out_idx = np.empty(start[-1], dtype=np.int32)
+    out_val = np.empty(start[-1], dtype=np.float32)
+    counts = np.zeros(nodes.size, dtype=np.int64)
+    labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
+    with numba.parallel_chunksize(1):
+        kernels.solve_jobs(
+            (nodes, slots, start[:-1]), local, labels, params, out_idx, out_val, counts
+        )
+    keep = _segments(start[:-1], counts)
+    return nodes, counts, out_idx[keep], out_val[keep]
+
+
+def _assemble(pieces: list[tuple[np.ndarray, ...]], n_rows: int, n_nodes: int) -> sp.csc_matrix:
+    """Stack the batches' (nodes, counts, rows, values) into W: csc (n_rows, n_nodes)."""
+    if not pieces:
+        return sp.csc_matrix((n_rows, n_nodes), dtype=np.float32)
+    nodes, counts, rows, values = (np.concatenate(parts) for parts in zip(*pieces, strict=True))
+    order = np.argsort(nodes, kind="stable")
+    take = _segments((np.cumsum(counts) - counts)[order], counts[order])
+    per_node = np.zeros(n_nodes, dtype=np.int64)
+    per_node[nodes] = counts
+    indptr = _offsets(per_node)
+    index_dtype = np.int32 if indptr[-1] < 2**31 else np.int64
+    W = sp.csc_matrix(
+        (values[take], rows[take].astype(index_dtype), indptr.astype(index_dtype)),
+        shape=(n_rows, n_nodes),
+    )
+    W.sort_indices()  # local features are numbered in order of first appearance
+    return W
