@@ -14,6 +14,7 @@ export PREFECT_HOME ?= $(CURDIR)/data/prefect
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 
 .PHONY: install train test lint format bench-featurize clean
+.PHONY: peers-venv bench-peers
 
 install: $(STAMP)
 
@@ -37,6 +38,21 @@ lint: $(STAMP)
 bench-featurize: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/featurize.py $(ARGS)
+
+# The XMC peers (PECOS, napkinXC, Omikuji) need numpy<2, so they get their own venv.
+PEERS_VENV ?= .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed-$(shell cat benchmarks/requirements-peers.txt | cksum | cut -d' ' -f1)
+
+peers-venv: $(PEERS_STAMP)
+
+$(PEERS_STAMP): benchmarks/requirements-peers.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --disable-pip-version-check -r benchmarks/requirements-peers.txt
+	rm -f $(PEERS_VENV)/.installed-* && touch $(PEERS_STAMP)
+
+bench-peers: $(STAMP) $(PEERS_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(PY) benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
 
 clean:
 	rm -rf data/artifacts data/datasets data/prefect
