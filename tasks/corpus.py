@@ -37,7 +37,7 @@ def synthesize_corpus(scale: float, seed: int, rows_per_group: int, work_dir: st
     return str(dest)
 
 
-@task(name="ingest-corpus", retries=2, retry_delay_seconds=5)
+@task(name="ingest-corpus", retries=0)  # validation errors are deterministic: never retry
 def ingest_corpus(fmt: str, src: str, dest: str, options: IngestOptions) -> str:
     """Validate and import ``src`` (format ``fmt``) into the dataset folder ``dest``."""
     manifest = ingest(fmt, src, dest, options)
