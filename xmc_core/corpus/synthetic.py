@@ -25,16 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_ONSETS = (
-    *"bcdfghjklmnprstvwz",
-    *("bl", "br", "ch", "cr", "dr", "fl", "fr", "gl", "gr"),
-    *("pl", "pr", "sh", "sk", "sl", "sp", "st", "th", "tr"),
-)
-_NUCLEI = ("a", "e", "i", "o", "u", "ai", "ea", "ou", "io", "y")
-_NUCLEUS_P = (0.18, 0.16, 0.14, 0.14, 0.1, 0.06, 0.06, 0.06, 0.05, 0.05)
-_CODAS = ("", "n", "r", "s", "l", "m", "nd", "x")
-_FINAL_CODA_P = (0.5, 0.12, 0.1, 0.08, 0.07, 0.05, 0.05, 0.03)
-_INNER_CODA_P = (0.82, 0.05, 0.05, 0.03, 0.03, 0.02, 0.0, 0.0)
+from xmc_core.corpus.synthetic_words import make_words
+
 _MARKS = ("", ",", ".", "?", "!")
 _END_MARK_CDF = np.cumsum([0.0, 0.0, 0.86, 0.08, 0.06])[:-1]
 _STREAMS = {"world": 0, "train": 1, "test": 2}
@@ -182,34 +174,6 @@ def _zipf(n: int, exponent: float) -> np.ndarray:
     return 1.0 / np.arange(1, n + 1, dtype=np.float64) ** exponent
 
 
-def _make_words(
-    rng: np.random.Generator, n: int, syllables: tuple[int, int], seen: set[str]
-) -> list[str]:
-    """``n`` new distinct pseudo-words of ``syllables`` (min, max) syllables, added to ``seen``."""
-    words: list[str] = []
-    max_syl = syllables[1]
-    while len(words) < n:
-        batch = max(64, 2 * (n - len(words)))
-        counts = rng.integers(syllables[0], max_syl + 1, size=batch)
-        onsets = rng.integers(0, len(_ONSETS), size=(batch, max_syl))
-        nuclei = rng.choice(len(_NUCLEI), size=(batch, max_syl), p=_NUCLEUS_P)
-        inner = rng.choice(len(_CODAS), size=(batch, max_syl), p=_INNER_CODA_P)
-        final = rng.choice(len(_CODAS), size=batch, p=_FINAL_CODA_P)
-        for i in range(batch):
-            last = counts[i] - 1
-            parts = [
-                _ONSETS[onsets[i, j]]
-                + _NUCLEI[nuclei[i, j]]
-                + _CODAS[final[i] if j == last else inner[i, j]]
-                for j in range(counts[i])
-            ]
-            word = "".join(parts)
-            if word not in seen and len(words) < n:
-                seen.add(word)
-                words.append(word)
-    return words
-
-
 def _label_names(spec: SyntheticSpec) -> tuple[str, ...]:
     """Names ``dDD/tTT/lLLLL`` (topic index within its domain, label index global)."""
     wd = max(2, len(str(spec.n_domains - 1)))
@@ -269,10 +233,10 @@ def _build_world(spec: SyntheticSpec) -> _World:
     """Vocabulary, label popularity and word distributions of ``spec`` (cached per spec)."""
     rng = _rng(spec, "world")
     seen: set[str] = set()
-    noise = sorted(_make_words(rng, spec.noise_words, (1, 2), seen), key=len)
-    domain = _make_words(rng, spec.n_domains * spec.domain_words, (2, 3), seen)
-    topic = _make_words(rng, spec.n_topics * spec.topic_words, (2, 3), seen)
-    own = _make_words(rng, spec.n_labels * spec.label_words, (2, 3), seen)
+    noise = sorted(make_words(rng, spec.noise_words, (1, 2), seen), key=len)
+    domain = make_words(rng, spec.n_domains * spec.domain_words, (2, 3), seen)
+    topic = make_words(rng, spec.n_topics * spec.topic_words, (2, 3), seen)
+    own = make_words(rng, spec.n_labels * spec.label_words, (2, 3), seen)
     vocab = tuple(noise + domain + topic + own)
     start = np.cumsum([0, len(noise), len(domain), len(topic)])
     domain_ids = (start[1] + np.arange(len(domain))).reshape(spec.n_domains, spec.domain_words)
