@@ -66,7 +66,7 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 # ---------------------------------------------------------------- ours (project venv)
 def _ours_train(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: Any) -> tuple[Any, dict[str, float]]:
     """PIFA (as our pipeline computes it), label tree, XR-Linear fit; seconds per stage."""
-    from xmc_core.features.label_features import concat_label_features, pifa, pifa_partial
+    from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
     from xmc_core.linear.model import XRLinearModel
     from xmc_core.linear.tree import LabelTree
 

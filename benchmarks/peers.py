@@ -46,7 +46,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.schema import Policies
-from xmc_core.features.label_features import concat_label_features, pifa, pifa_partial
+from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.metrics import evaluate
 from xmc_core.pipeline import featurize_corpus, label_counts
 

@@ -11,16 +11,17 @@ import hashlib
 import json
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from xmc_core import __version__
 from xmc_core.atomic import atomic_file, write_json
 from xmc_core.errors import ArtifactError
+
+if TYPE_CHECKING:  # pyarrow is imported where strings are read or written: it costs ~40 MB
+    import pyarrow as pa
 
 ARTIFACT_FORMAT = 1
 
@@ -110,6 +111,9 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
 
 def save_strings(path: Path, values: pa.Array | list[str]) -> None:
     """Save a list of strings as a one-column Parquet file atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.table({"value": pa.array(values, type=pa.large_string())})
     with atomic_file(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
@@ -117,6 +121,9 @@ def save_strings(path: Path, values: pa.Array | list[str]) -> None:
 
 def load_strings(path: Path) -> pa.Array:
     """Load strings saved by :func:`save_strings`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         return pq.read_table(path).column("value").combine_chunks()
     except (OSError, KeyError, pa.ArrowException) as err:

@@ -14,8 +14,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from xmc_core.corpus.writer import DEFAULT_ROWS_PER_GROUP
 from xmc_core.errors import InputError
+
+DEFAULT_ROWS_PER_GROUP = 10_000
+"""Rows per Parquet row group (= one partition of the pipeline's parallel stages)."""
 
 
 class Section(BaseModel):
@@ -77,6 +79,7 @@ class TreeConfig(Section):
     branching: int = Field(16, ge=2)
     max_leaf_size: int = Field(100, ge=1)
     kmeans_iter: int = Field(20, ge=1)
+    kmeans_restarts: int = Field(1, ge=1, description="seed pairs tried per split; best kept")
     seed: int = 0
 
     @model_validator(mode="after")

@@ -64,7 +64,7 @@ def assert_well_formed(tree: LabelTree, cfg: TreeConfig) -> None:
     [
         (1000, 4, 100, [4, 16, 1000]),  # D = 4 binary depths, levels at depths 2 and 4
         (1000, 16, 100, [16, 1000]),
-        (997, 8, 60, [8, 32, 997]),  # D = 5: depths 3 and 5
+        (997, 8, 60, [4, 32, 997]),  # D = 5: depths 2 and 5 (the top level takes the rest)
         (300, 2, 100, [2, 4, 300]),
         (50, 16, 100, [2, 50]),  # fewer labels than a leaf holds: still one level of clusters
         (100, 16, 100, [2, 100]),
@@ -80,7 +80,7 @@ def test_level_sizes_structure_and_balance(n_labels, branching, leaf, expected):
 
 def test_depth_arithmetic_matches_pecos_layout():
     assert binary_depth(42_850, 100) == 9
-    assert [2**d for d in tree_depths(9, 16)] == [16, 256, 512]
+    assert [2**d for d in tree_depths(9, 16)] == [2, 32, 512]  # as PECOS's ClusterChain
     assert tree_depths(8, 16) == [4, 8]
     assert tree_depths(1, 16) == [1]
     assert binary_depth(1600, 100) == 4 and binary_depth(1601, 100) == 5
@@ -140,6 +140,28 @@ def test_planted_groups_get_their_own_subtree(seed):
         for g in range(8):
             assert np.unique(cluster[group == g]).size == 1, f"group {g} was split"
         assert np.unique(cluster).size == 8
+
+
+def split_objective(z: sp.csr_matrix, side: np.ndarray) -> float:
+    """Spherical 2-means objective of a split: sum over halves of |sum of unit rows|."""
+    unit = z.multiply(1.0 / np.maximum(sp.linalg.norm(z, axis=1), 1e-12)[:, None]).toarray()
+    return sum(np.linalg.norm(unit[side == s].sum(axis=0)) for s in (0, 1))
+
+
+def test_restarts_keep_the_best_split():
+    gains = []
+    for seed in range(6):
+        z = random_z(150, seed=seed)  # D = 1: a single binary split
+        objective = {}
+        for restarts in (1, 4):
+            cfg = TreeConfig(branching=2, max_leaf_size=100, seed=seed, kmeans_restarts=restarts)
+            tree = LabelTree.build(z, cfg)
+            assert tree.level_sizes() == [2, 150]
+            objective[restarts] = split_objective(z, tree.label_to_cluster(0))
+        # restart 1 draws the same seed pair as a single run, so the best of 4 is never worse
+        assert objective[4] >= objective[1] - 1e-9
+        gains.append(objective[4] - objective[1])
+    assert max(gains) > 1e-6
 
 
 def test_save_load_roundtrip(tmp_path):

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xmc_core.atomic import atomic_dir, write_json
+from xmc_core.config import DEFAULT_ROWS_PER_GROUP
 from xmc_core.corpus.schema import (
     LABELS_SCHEMA,
     SPLITS,
@@ -33,7 +34,6 @@ from xmc_core.corpus.schema import (
 )
 from xmc_core.errors import InputError
 
-DEFAULT_ROWS_PER_GROUP = 10_000
 log = logging.getLogger(__name__)
 
 

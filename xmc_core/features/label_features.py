@@ -1,51 +1,22 @@
 """Label features for clustering: PIFA, label-text TF-IDF, and their concatenation.
 
-PIFA (positive instance feature aggregation): ``Z = rownorm(Yᵀ · rownorm(X))``, computed as a
-sum of per-partition products so the corpus never has to be in memory at once.
+PIFA itself lives in :mod:`xmc_core.features.pifa` (re-exported here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from xmc_core.artifacts import load_csr, read_meta, save_csr, write_meta
 from xmc_core.features.labels import LabelIndex
-from xmc_core.features.normalize import l2_normalize_rows
+from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.tfidf import TfidfVectorizer
 
-
-def pifa_partial(x: sp.csr_matrix, y: sp.csr_matrix) -> sp.csr_matrix:
-    """One partition's term of PIFA: ``Yᵀ · rownorm(X)``, csr (n_labels, n_features) float64.
-
-    ``x``: csr (n_docs, n_features); ``y``: csr (n_docs, n_labels) binary.
-    """
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"X has {x.shape[0]} rows but Y has {y.shape[0]}")
-    return sp.csr_matrix(y.T.astype(np.float64) @ l2_normalize_rows(x))
-
-
-def pifa(partials: Iterable[sp.csr_matrix]) -> sp.csr_matrix:
-    """Sum per-partition terms and row-normalize: csr (n_labels, n_features) float32."""
-    total: sp.csr_matrix | None = None
-    for part in partials:
-        total = part if total is None else total + part
-    if total is None:
-        raise ValueError("PIFA needs at least one partition")
-    return l2_normalize_rows(total).astype(np.float32)
-
-
-def concat_label_features(blocks: list[sp.csr_matrix], weights: list[float]) -> sp.csr_matrix:
-    """Row-normalize each block, scale it by its weight, concatenate, row-normalize the whole."""
-    if len(blocks) != len(weights):
-        raise ValueError("one weight per block")
-    scaled = [l2_normalize_rows(b) * w for b, w in zip(blocks, weights, strict=True)]
-    return l2_normalize_rows(sp.hstack(scaled, format="csr")).astype(np.float32)
+__all__ = ["LabelFeatures", "concat_label_features", "pifa", "pifa_partial"]
 
 
 class LabelFeatures:

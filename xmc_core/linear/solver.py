@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
 
-BATCH_ENTRIES = 1 << 24
+BATCH_ENTRIES = 1 << 22
 """Soft cap per batch on the local row entries and on the weight slots (8 bytes each)."""
 
 
@@ -96,8 +96,10 @@ def _validate(
     C = _pattern(sp.csr_matrix(C))
     if np.any(np.diff(C.indptr) != 1):
         raise ValueError("C must have exactly one parent (one nonzero) per row")
-    Xc = sp.csr_matrix(X, dtype=np.float32, copy=True)
-    Xc.sum_duplicates()
+    Xc = sp.csr_matrix(X, dtype=np.float32)  # shares X's arrays when nothing needs changing
+    if not Xc.has_canonical_format:
+        Xc = Xc.copy()
+        Xc.sum_duplicates()
     Xc.indices = Xc.indices.astype(np.int32, copy=False)
     Xc.indptr = Xc.indptr.astype(np.int64, copy=False)
     Rc = sp.csc_matrix((n_docs, n_nodes)) if R is None else sp.csc_matrix(R, copy=True)
@@ -205,17 +207,26 @@ def _train_batch(
     work = (indptr[row_start[1:]] - indptr[row_start[:-1]])[slots]
     order = np.argsort(-work, kind="stable")
     nodes, slots = nodes[order], slots[order]
-    start = _offsets(n_local[slots] + 1)
-    out_idx = np.empty(start[-1], dtype=np.int32)
-    out_val = np.empty(start[-1], dtype=np.float32)
-    counts = np.zeros(nodes.size, dtype=np.int64)
     labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
-    with numba.parallel_chunksize(1):
-        kernels.solve_jobs(
-            (nodes, slots, start[:-1]), local, labels, params, out_idx, out_val, counts
-        )
-    keep = _segments(start[:-1], counts)
-    return nodes, counts, out_idx[keep], out_val[keep]
+    # Each node gets n_local + 1 output slots (its weights before pruning): solve the nodes in
+    # chunks of about BATCH_ENTRIES slots, so a parent with many children and a large feature
+    # set does not need them all at once; pruned weights are compacted after every chunk.
+    size = n_local[slots] + 1
+    chunk_id = _offsets(size)[:-1] // BATCH_ENTRIES
+    bounds = np.flatnonzero(np.diff(chunk_id)) + 1
+    results = []
+    for chunk in np.split(np.arange(nodes.size), bounds):
+        start = _offsets(size[chunk])
+        out_idx = np.empty(start[-1], dtype=np.int32)
+        out_val = np.empty(start[-1], dtype=np.float32)
+        counts = np.zeros(chunk.size, dtype=np.int64)
+        jobs = (nodes[chunk], slots[chunk], start[:-1])
+        with numba.parallel_chunksize(1):
+            kernels.solve_jobs(jobs, local, labels, params, out_idx, out_val, counts)
+        keep = _segments(start[:-1], counts)
+        results.append((nodes[chunk], counts, out_idx[keep], out_val[keep]))
+    joined = [np.concatenate(parts) for parts in zip(*results, strict=True)]
+    return joined[0], joined[1], joined[2], joined[3]
 
 
 def _assemble(pieces: list[tuple[np.ndarray, ...]], n_rows: int, n_nodes: int) -> sp.csc_matrix:

@@ -153,44 +153,85 @@ def _top_half(scores: np.ndarray, n_a: int, side: np.ndarray) -> bool:
 
 
 @njit(cache=True)
-def _split_segment(
-    csr: Csr, seg: np.ndarray, first_a: int, first_b: int, n_iter: int, scratch: Scratch
-) -> int:
-    """Split ``seg`` (int64 (n,) label ids, n >= 2, sorted) in place into 2-means halves.
+def _objective(scratch: Scratch, n_touched: int) -> float:
+    """Spherical 2-means objective ``|S_a| + |S_b|`` (= sum of member cosines to their centroid)."""
+    sums, touched = scratch[0], scratch[2]
+    sq_a, sq_b = 0.0, 0.0
+    for j in touched[:n_touched]:
+        sq_a += sums[j, 1] * sums[j, 1]
+        sq_b += sums[j, 0] * sums[j, 0]
+    return np.sqrt(sq_a) + np.sqrt(sq_b)
 
-    Afterwards ``seg`` holds the ``ceil(n / 2)`` labels of child a, then those of child b, each
-    half still sorted by label id. ``first_a != first_b``: positions of the two seed members.
-    Score ties go to the lower label id. Returns the number of iterations run.
-    """
+
+@njit(cache=True)
+def _two_means(
+    csr: Csr,
+    seg: np.ndarray,
+    first_a: int,
+    first_b: int,
+    n_iter: int,
+    scratch: Scratch,
+    n_touched: int,
+    side: np.ndarray,
+) -> float:
+    """Balanced 2-means of ``seg`` from two seed members; ``side`` (int8 (n,)) gets 1 for the
+    ``ceil(n / 2)`` members of child a, 0 for child b. Returns the objective; leaves the centroid
+    sums of ``scratch`` zero again."""
     n = seg.shape[0]
     n_a = (n + 1) // 2
-    n_touched = _columns(csr, seg, scratch)
-    side = np.full(n, -1, dtype=np.int8)
+    side[:] = -1
     side[first_a], side[first_b] = 1, 0
     _move(csr, seg, np.full(n, -1, dtype=np.int8), side, scratch[0])
     scores = np.empty(n)
-    it = 0
-    while it < n_iter:
-        it += 1
+    for _ in range(n_iter):
         _direction(scratch, n_touched)
         _scores(csr, seg, scratch[1], scores)
         new_side = side.copy()
         if not _top_half(scores, n_a, new_side):
             break
         _move(csr, seg, side, new_side, scratch[0])
-        side = new_side
+        side[:] = new_side
+    objective = _objective(scratch, n_touched)
+    for j in scratch[2][:n_touched]:
+        scratch[0][j, 0], scratch[0][j, 1] = 0.0, 0.0
+    return objective
+
+
+@njit(cache=True)
+def _split_segment(
+    csr: Csr, seg: np.ndarray, seeds: np.ndarray, n_iter: int, scratch: Scratch
+) -> None:
+    """Split ``seg`` (int64 (n,) label ids, n >= 2, sorted) in place into 2-means halves.
+
+    ``seeds``: int64 (2 * restarts,), pairs of distinct positions of seed members; the split of
+    the pair with the highest objective is kept (the first on ties). Afterwards ``seg`` holds
+    the ``ceil(n / 2)`` labels of child a, then those of child b, each half still sorted by
+    label id. Score ties go to the lower label id.
+    """
+    n = seg.shape[0]
+    n_a = (n + 1) // 2
+    n_touched = _columns(csr, seg, scratch)
+    side = np.empty(n, dtype=np.int8)
+    best = np.empty(n, dtype=np.int8)
+    best_objective = -1.0
+    for r in range(seeds.shape[0] // 2):
+        objective = _two_means(
+            csr, seg, seeds[2 * r], seeds[2 * r + 1], n_iter, scratch, n_touched, side
+        )
+        if objective > best_objective:
+            best_objective = objective
+            best[:] = side
     members = seg.copy()
     pos_a, pos_b = 0, n_a
     for i in range(n):
-        if side[i] == 1:
+        if best[i] == 1:
             seg[pos_a] = members[i]
             pos_a += 1
         else:
             seg[pos_b] = members[i]
             pos_b += 1
     for j in scratch[2][:n_touched]:
-        scratch[0][j, 0], scratch[0][j, 1], scratch[1][j] = 0.0, 0.0, 0.0
-    return it
+        scratch[1][j] = 0.0
 
 
 @njit(cache=True, parallel=True)
@@ -199,30 +240,33 @@ def _split_depth(
 ) -> None:
     """Split the clusters of one binary depth in parallel, ``order`` (int64 (n_labels,)) in place.
 
-    ``ptr``: int64 (n_clusters + 1,); ``jobs``: int64 (3, m), per cluster to split its id and the
-    positions of its two seed members. ``scratch``: per-chunk scratch stacked on a first axis of
-    length n_chunks; chunk ``c`` splits jobs ``c``, ``c + n_chunks``, ...
+    ``ptr``: int64 (n_clusters + 1,); ``jobs``: int64 (1 + 2 * restarts, m), per cluster to split
+    its id, then the positions of its seed member pairs. ``scratch``: per-chunk scratch stacked
+    on a first axis of length n_chunks; chunk ``c`` splits jobs ``c``, ``c + n_chunks``, ...
     """
     n_chunks = min(scratch[0].shape[0], jobs.shape[1])
     for c in prange(n_chunks):
         mine = (scratch[0][c], scratch[1][c], scratch[2][c])
         for j in range(c, jobs.shape[1], n_chunks):
             seg = order[ptr[jobs[0, j]] : ptr[jobs[0, j] + 1]]
-            _split_segment(csr, seg, jobs[1, j], jobs[2, j], n_iter, mine)
+            _split_segment(csr, seg, jobs[1:, j], n_iter, mine)
 
 
-def _split_jobs(seed: int, depth: int, sizes: np.ndarray) -> np.ndarray:
-    """Clusters of a depth to split and their two distinct random seed members.
+def _split_jobs(seed: int, depth: int, sizes: np.ndarray, restarts: int = 1) -> np.ndarray:
+    """Clusters of a depth to split and, per restart, two distinct random seed members.
 
-    ``sizes``: int64 (n_clusters,). Returns int64 (3, m): cluster id (size >= 2), then two
-    positions in the cluster, drawn from a generator seeded with ``(seed, depth)``.
+    ``sizes``: int64 (n_clusters,). Returns int64 (1 + 2 * restarts, m): cluster id (size >= 2),
+    then pairs of positions in the cluster, drawn from a generator seeded with ``(seed, depth)``.
     """
     ids = np.flatnonzero(sizes >= 2)
     rng = np.random.default_rng([seed % 2**64, depth])
-    first = rng.integers(0, sizes[ids])
-    second = rng.integers(0, sizes[ids] - 1)
-    second += second >= first
-    return np.stack([ids, first, second]).astype(np.int64)
+    rows = [ids]
+    for _ in range(restarts):
+        first = rng.integers(0, sizes[ids])
+        second = rng.integers(0, sizes[ids] - 1)
+        second += second >= first
+        rows += [first, second]
+    return np.stack(rows).astype(np.int64)
 
 
 def binary_depth(n_labels: int, max_leaf_size: int) -> int:
@@ -234,9 +278,11 @@ def binary_depth(n_labels: int, max_leaf_size: int) -> int:
 
 
 def tree_depths(n_depths: int, branching: int) -> list[int]:
-    """Binary depths kept as tree levels: multiples of log2(branching) below D, then D."""
+    """Binary depths kept as tree levels: D, D - log2(branching), ... down to >= 1 (as PECOS's
+    ClusterChain): every level has ``branching`` children per parent except the top one, which
+    takes the remainder, so beam search over the leaf clusters sees whole sibling groups."""
     step = branching.bit_length() - 1
-    return [*range(step, n_depths, step), n_depths]
+    return list(range(n_depths, 0, -step))[::-1]
 
 
 def _split_all(z: sp.csr_matrix, cfg: TreeConfig, n_depths: int) -> list[np.ndarray]:
@@ -259,7 +305,7 @@ def _split_all(z: sp.csr_matrix, cfg: TreeConfig, n_depths: int) -> list[np.ndar
     )
     for depth in range(1, n_depths + 1):
         ptr, sizes = ptrs[-1], np.diff(ptrs[-1])
-        jobs = _split_jobs(cfg.seed, depth, sizes)
+        jobs = _split_jobs(cfg.seed, depth, sizes, cfg.kmeans_restarts)
         _split_depth(csr, order, ptr, jobs, cfg.kmeans_iter, scratch)
         mids = ptr[jobs[0]] + (sizes[jobs[0]] + 1) // 2
         ptrs.append(np.sort(np.concatenate([ptr, mids])))
