@@ -18,6 +18,7 @@ from xmc_core.pipeline import (
     evaluate_model,
     featurize_corpus,
     featurize_split,
+    model_split,
     train_model,
 )
 from xmc_core.text_model import XmcModel
@@ -27,9 +28,10 @@ _BATCH = 10_000
 
 def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:
     """Featurize, build the tree, train, evaluate on test; save the model folder atomically."""
-    feats = featurize_corpus(Corpus(dataset), cfg)
-    model = train_model(feats, cfg)
-    metrics = evaluate_model(model, feats.test, cfg.eval)
+    corpus = Corpus(dataset)
+    feats = featurize_corpus(corpus, cfg)
+    model = train_model(feats, cfg, corpus)
+    metrics = evaluate_model(model, model_split(model, corpus, "test", feats.test), cfg.eval)
     with atomic_dir(model_dir, overwrite=overwrite) as tmp:
         model.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")

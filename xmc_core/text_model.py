@@ -1,21 +1,28 @@
 """The deployable model: raw text in, ranked labels out.
 
 A folder holding the TF-IDF vectorizer, the label index, the label ranker (XR-Linear) and the
-training label counts (for propensity-scored metrics); no pickle anywhere.
+training label counts (for propensity-scored metrics); an XR-Transformer model also holds its
+fine-tuned encoder (``embedding/``), whose unit embeddings are appended to the TF-IDF rows.
+No pickle anywhere.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
 from xmc_core.artifacts import load_arrays, read_meta, save_arrays, write_meta
+from xmc_core.errors import ArtifactError
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.linear.model import XRLinearModel
+
+if TYPE_CHECKING:
+    from xmc_core.transformer.ranker import EmbeddingFeatures
 
 
 class XmcModel:
@@ -28,6 +35,7 @@ class XmcModel:
         ranker: XRLinearModel,
         label_counts: np.ndarray,
         n_train_docs: int,
+        embedding: EmbeddingFeatures | None = None,
     ) -> None:
         if len(labels) != ranker.n_labels or len(label_counts) != len(labels):
             raise ValueError(
@@ -39,11 +47,21 @@ class XmcModel:
         self.ranker = ranker
         self.label_counts = label_counts
         self.n_train_docs = n_train_docs
+        self.embedding = embedding
+
+    @property
+    def kind(self) -> str:
+        """``xr-transformer`` when the model has an encoder, else ``xr-linear``."""
+        return "xr-linear" if self.embedding is None else "xr-transformer"
+
+    def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
+        """The ranker's input: TF-IDF rows ``X`` (plus the embeddings of ``texts``)."""
+        return X if self.embedding is None else self.embedding.features(X, texts)
 
     def predict_features(
         self, X: sp.csr_matrix, topk: int | None = None, beam_size: int | None = None
     ) -> sp.csr_matrix:
-        """Scores csr (n_docs, n_labels) of featurized documents."""
+        """Scores csr (n_docs, n_labels) of featurized documents (:meth:`features`)."""
         return self.ranker.predict(X, beam_size=beam_size, topk=topk)
 
     def predict(
@@ -53,7 +71,8 @@ class XmcModel:
         beam_size: int | None = None,
     ) -> sp.csr_matrix:
         """Scores csr (n_docs, n_labels) of raw texts."""
-        return self.predict_features(self.vectorizer.transform(texts), topk, beam_size)
+        X = self.features(self.vectorizer.transform(texts), texts)
+        return self.predict_features(X, topk, beam_size)
 
     def top_labels(self, scores: sp.csr_matrix) -> list[list[tuple[str, float]]]:
         """Each row of a prediction as ``[(label, score), ...]``, best first."""
@@ -74,10 +93,13 @@ class XmcModel:
         self.labels.save(folder / "labels")
         self.ranker.save(folder / "ranker")
         save_arrays(folder / "label_counts.npz", counts=self.label_counts)
+        if self.embedding is not None:
+            self.embedding.save(folder / "embedding")
         write_meta(
             folder,
             "XmcModel",
             {
+                "kind": self.kind,
                 "ranker": "XRLinearModel",
                 "n_train_docs": self.n_train_docs,
                 "n_labels": len(self.labels),
@@ -85,14 +107,23 @@ class XmcModel:
         )
 
     @classmethod
-    def load(cls, folder: str | Path) -> XmcModel:
-        """Read a folder written by :meth:`save`."""
+    def load(cls, folder: str | Path, device: str = "auto") -> XmcModel:
+        """Read a folder written by :meth:`save` (``device``: where an encoder runs)."""
         folder = Path(folder)
         meta = read_meta(folder, "XmcModel")
+        kind = meta.get("kind", "xr-linear")
+        if kind not in ("xr-linear", "xr-transformer"):
+            raise ArtifactError(folder / "meta.json", f"unknown model kind {kind!r}")
+        embedding = None
+        if kind == "xr-transformer":
+            from xmc_core.transformer.ranker import EmbeddingFeatures
+
+            embedding = EmbeddingFeatures.load(folder / "embedding", device)
         return cls(
             TfidfVectorizer.load(folder / "vectorizer"),
             LabelIndex.load(folder / "labels"),
             XRLinearModel.load(folder / "ranker"),
             load_arrays(folder / "label_counts.npz")["counts"],
             int(meta["n_train_docs"]),
+            embedding,
         )

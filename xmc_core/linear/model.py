@@ -14,6 +14,7 @@ from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
 from xmc_core.linear.levels import (
+    binarize,
     importance_weights,
     level_targets,
     matcher_beam,
@@ -33,11 +34,13 @@ def fit_level(
     trained: list[sp.csc_matrix],
     cfg: RankerConfig,
     post_processor: str,
+    extra_parents: sp.csr_matrix | None = None,
 ) -> sp.csc_matrix:
     """Rankers of tree level ``t`` given the levels above (``trained``, for matcher negatives).
 
-    ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels). Returns W: csc
-    (n_features + 1, K_{t+1}), the last row holding the bias weights.
+    ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels); ``extra_parents``: csr
+    (n_docs, K_t) binary, more parents per document to train with (e.g. an external matcher's
+    clusters). Returns W: csc (n_features + 1, K_{t+1}), the last row holding the bias weights.
     """
     if len(trained) != t:
         raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
@@ -46,6 +49,8 @@ def fit_level(
     if t > 0 and cfg.negatives != "tfn":
         matched = matcher_beam(X, trained, tree.C, cfg.matcher_topk, post_processor, cfg.bias)
     M = matching_matrix(targets, t, cfg, matched)
+    if extra_parents is not None and t > 0:
+        M = binarize(M + extra_parents)
     R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
     start = time.perf_counter()
     W = train_level(X, targets[t], tree.C[t], M, cfg, R)
@@ -68,17 +73,24 @@ class XRLinearModel:
         self.ranker = ranker
         self.predict_cfg = predict
 
-    def fit(self, X: sp.csr_matrix, Y: sp.csr_matrix, tree: LabelTree) -> XRLinearModel:
-        """Train every level, coarse to fine. ``X``: csr (n, d); ``Y``: csr (n, n_labels)."""
+    def fit(
+        self,
+        X: sp.csr_matrix,
+        Y: sp.csr_matrix,
+        tree: LabelTree,
+        extra_parents: list[sp.csr_matrix | None] | None = None,
+    ) -> XRLinearModel:
+        """Train every level, coarse to fine. ``X``: csr (n, d); ``Y``: csr (n, n_labels);
+        ``extra_parents``: per level, see :func:`fit_level`."""
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows, Y has {Y.shape[0]}")
         if Y.shape[1] != tree.C[-1].shape[0]:
             raise ValueError(f"Y has {Y.shape[1]} labels, the tree {tree.C[-1].shape[0]}")
         weights: list[sp.csc_matrix] = []
+        extra = extra_parents or [None] * tree.depth
+        post = self.predict_cfg.post_processor
         for t in range(tree.depth):
-            weights.append(
-                fit_level(X, Y, tree, t, weights, self.ranker, self.predict_cfg.post_processor)
-            )
+            weights.append(fit_level(X, Y, tree, t, weights, self.ranker, post, extra[t]))
         return self.set_levels(tree, weights, X.shape[1])
 
     def set_levels(

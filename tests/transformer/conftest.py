@@ -1,0 +1,55 @@
+"""A small synthetic text dataset, featurized, plus a tiny random BERT trained on its texts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.transformer.tiny import build_tiny_encoder
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.pipeline import Featurized, featurize_corpus
+
+SMALL = [
+    "tree.branching=4",
+    "tree.max_leaf_size=4",
+    "tfidf.max_features=20000",
+    "encoder.max_length=32",
+    "matcher.min_clusters=4",
+    "matcher.steps_per_level=6",
+    "matcher.batch_size=8",
+    "matcher.eval_every=3",
+    "matcher.eval_docs=40",
+    "matcher.embed_batch_size=64",
+    "matcher.head_lr=0.01",
+    "matcher.device=cpu",
+]
+
+
+@pytest.fixture(scope="session")
+def tx_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("xrt") / "synthetic"
+    spec = SyntheticSpec(
+        n_train=400, n_test=100, n_domains=2, topics_per_domain=4, labels_per_topic=6
+    )
+    write_synthetic_dataset(dest, spec, rows_per_group=200)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def tx_encoder_dir(tmp_path_factory: pytest.TempPathFactory, tx_dataset: Path) -> Path:
+    texts = Corpus(tx_dataset).read_split("train", ["text"]).column("text").to_pylist()
+    return build_tiny_encoder(tmp_path_factory.mktemp("tiny") / "bert", texts)
+
+
+@pytest.fixture(scope="session")
+def tx_config(tx_encoder_dir: Path) -> XmcConfig:
+    return XmcConfig.load(None, [*SMALL, f"encoder.path={tx_encoder_dir}"])
+
+
+@pytest.fixture(scope="session")
+def tx_features(tx_dataset: Path, tx_config: XmcConfig) -> Featurized:
+    return featurize_corpus(Corpus(tx_dataset), tx_config)

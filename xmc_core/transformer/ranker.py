@@ -1,0 +1,114 @@
+"""XR-Transformer's final ranker: XR-Linear on ``[TF-IDF, weight * unit embedding]``.
+
+Its label tree is refined on the concatenated label features (PIFA over TF-IDF ⊕ PIFA over the
+fine-tuned embeddings), and the matcher's top clusters on the training documents become
+matcher-aware negatives of every ranker level: a document joins the problems of the ranker
+clusters that share a label with a cluster the matcher predicted for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.artifacts import read_meta, write_meta
+from xmc_core.errors import ArtifactError
+from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
+from xmc_core.linear.levels import binarize
+from xmc_core.linear.tree import LabelTree
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from transformers import PreTrainedTokenizerBase
+
+    from xmc_core.transformer.encoder import TextEncoder
+
+
+def concat_features(X: sp.csr_matrix, E: np.ndarray, weight: float) -> sp.csr_matrix:
+    """``[X, weight * E]``: csr (n, d + h) float32 (``E`` float32 (n, h) unit rows)."""
+    if X.shape[0] != E.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows, the embeddings {E.shape[0]}")
+    dense = sp.csr_matrix(np.asarray(E, dtype=np.float32) * np.float32(weight))
+    return sp.hstack([sp.csr_matrix(X, dtype=np.float32), dense], format="csr")
+
+
+def ranker_label_features(X: sp.csr_matrix, E: np.ndarray, Y: sp.csr_matrix) -> sp.csr_matrix:
+    """PIFA over TF-IDF ⊕ PIFA over the embeddings, each block unit-norm, then normalized."""
+    text = pifa([pifa_partial(X, Y)])
+    neural = pifa([pifa_partial(sp.csr_matrix(E.astype(np.float32, copy=False)), Y)])
+    return concat_label_features([text, neural], [1.0, 1.0])
+
+
+def matcher_parent_shortlists(
+    P: sp.csr_matrix, matcher_tree: LabelTree, matcher_level: int, ranker_tree: LabelTree
+) -> list[sp.csr_matrix | None]:
+    """Per ranker level ``t``: csr (n_docs, K_t) binary parents to add to its matching matrix
+    (None at level 0, which has one parent).
+
+    ``P``: csr (n_docs, K_m), the matcher's top clusters at ``matcher_level`` of its tree. A
+    ranker parent is chosen when it shares a label with a predicted matcher cluster.
+    """
+    n_labels = ranker_tree.n_labels
+    labels = np.arange(n_labels)
+    ones = np.ones(n_labels, dtype=np.float32)
+    m_of = matcher_tree.label_to_cluster(matcher_level)
+    A_m = sp.csr_matrix((ones, (labels, m_of)), shape=(n_labels, P.shape[1]))
+    chosen = sp.csr_matrix(P, dtype=np.float32, copy=True)
+    chosen.data[:] = 1.0
+    out: list[sp.csr_matrix | None] = [None]
+    for t in range(1, ranker_tree.depth):
+        parent_of = ranker_tree.label_to_cluster(t - 1)
+        K = ranker_tree.level_sizes()[t - 1]
+        A_r = sp.csr_matrix((ones, (labels, parent_of)), shape=(n_labels, K))
+        overlap = binarize(A_m.T @ A_r)  # (K_m, K_{t-1}) clusters sharing a label
+        out.append(binarize(chosen @ overlap))
+    return out
+
+
+@dataclass
+class EmbeddingFeatures:
+    """The fine-tuned encoder as a feature extractor: texts -> ``[TF-IDF, weight * e]``."""
+
+    encoder: TextEncoder
+    tokenizer: PreTrainedTokenizerBase
+    weight: float
+    batch_size: int = 128
+    device: str = "auto"
+
+    def embed(self, texts: list[str | None] | pa.Array) -> np.ndarray:
+        """Unit embeddings float32 (n, h) of raw texts."""
+        from xmc_core.transformer.encoder import embed, resolve_device
+        from xmc_core.transformer.tokens import tokenize_texts
+
+        tokens = tokenize_texts(self.tokenizer, texts, self.encoder.cfg.max_length)
+        return embed(self.encoder, tokens, resolve_device(self.device), self.batch_size)
+
+    def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
+        """The ranker's input for documents with TF-IDF rows ``X`` and raw ``texts``."""
+        return concat_features(X, self.embed(texts), self.weight)
+
+    def save(self, folder: str | Path) -> None:
+        """``encoder/`` (Hugging Face folder + tokenizer) and ``meta.json``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.encoder.cpu().save(folder / "encoder", self.tokenizer)
+        write_meta(
+            folder, "EmbeddingFeatures", {"weight": self.weight, "batch_size": self.batch_size}
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "auto") -> EmbeddingFeatures:
+        """Read a folder written by :meth:`save` (no download: everything is local)."""
+        from xmc_core.transformer.encoder import TextEncoder
+
+        folder = Path(folder)
+        meta = read_meta(folder, "EmbeddingFeatures")
+        encoder, tokenizer = TextEncoder.load_saved(folder / "encoder")
+        try:
+            return cls(encoder, tokenizer, float(meta["weight"]), int(meta["batch_size"]), device)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ArtifactError(folder / "meta.json", f"bad fields ({err})", "re-save") from err
