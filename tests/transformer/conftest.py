@@ -19,6 +19,7 @@ SMALL = [
     "tfidf.max_features=20000",
     "encoder.max_length=32",
     "matcher.min_clusters=4",
+    "matcher.max_clusters=16",
     "matcher.steps_per_level=6",
     "matcher.batch_size=8",
     "matcher.eval_every=3",

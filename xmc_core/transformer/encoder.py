@@ -59,7 +59,11 @@ def autocast(device: torch.device, bf16: bool) -> AbstractContextManager:
 
 @contextmanager
 def _offline() -> Iterator[None]:
-    """No hub lookups while loading (restores the previous environment afterwards)."""
+    """No hub lookups (and no per-tensor progress bars) while loading; restores the previous
+    environment afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     try:
@@ -128,7 +132,8 @@ class TextEncoder(nn.Module):
         """Hugging Face folder (safetensors) + tokenizer + ``meta.json`` with checksums."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self.body.save_pretrained(folder, safe_serialization=True)
+        with _offline():
+            self.body.save_pretrained(folder, safe_serialization=True)
         tokenizer.save_pretrained(folder)
         config = self.cfg.model_dump(mode="json") | {"path": None}
         write_meta(folder, "TextEncoder", {"config": config, "hidden_size": self.hidden_size})

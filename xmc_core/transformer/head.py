@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 import torch
+from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 from torch import nn
 
@@ -71,7 +72,7 @@ class LevelHead(nn.Module):
         try:
             arrays = load_file(str(path))
             W, b = arrays["W"], arrays["b"]
-        except (OSError, KeyError, ValueError) as err:
+        except (OSError, KeyError, ValueError, SafetensorError) as err:
             raise ArtifactError(
                 Path(path), f"not a head file ({err})", "re-train the level"
             ) from err

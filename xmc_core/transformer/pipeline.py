@@ -16,7 +16,13 @@ from xmc_core.corpus import Corpus
 from xmc_core.fingerprint import combine
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
-from xmc_core.transformer.encoder import default_encoder_path, embed, load_tokenizer, resolve_device
+from xmc_core.transformer.encoder import (
+    TextEncoder,
+    default_encoder_path,
+    embed,
+    load_tokenizer,
+    resolve_device,
+)
 from xmc_core.transformer.matcher import MatcherCheckpoint, train_matcher
 from xmc_core.transformer.ranker import (
     EmbeddingFeatures,
@@ -51,6 +57,21 @@ def matcher_predictions(ckpt: MatcherCheckpoint, E: np.ndarray, beam_size: int) 
     """The last matcher level's top ``beam_size`` clusters for embeddings ``E`` (n, h)."""
     W, b = ckpt.head().arrays()
     return top_clusters(E, W, b, beam_size)
+
+
+def final_embeddings(
+    ckpt: MatcherCheckpoint, encoder: TextEncoder, tokens: TokenizedTexts, cfg: XmcConfig
+) -> np.ndarray:
+    """Embeddings float32 (n, h) of every training document by the last level's encoder: the
+    checkpoint already holds those of the matcher's documents; the rest are computed."""
+    rows, E, _ = ckpt.state(tokens.n_docs)
+    missing = np.setdiff1d(np.arange(tokens.n_docs), rows)
+    if missing.size:
+        device = resolve_device(cfg.matcher.device)
+        E[missing] = embed(
+            encoder, tokens.take(missing), device, cfg.matcher.embed_batch_size, cfg.matcher.bf16
+        )
+    return E
 
 
 def fit_final_ranker(
@@ -90,12 +111,11 @@ def train_transformer(
         tokens, Y, matcher_tree, cfg.encoder, cfg.matcher, checkpoint_root(corpus, cfg)
     )
     encoder, tokenizer = ckpts[-1].encoder()
-    device = resolve_device(cfg.matcher.device)
-    E = embed(encoder, tokens, device, cfg.matcher.embed_batch_size, cfg.matcher.bf16)
+    E = final_embeddings(ckpts[-1], encoder, tokens, cfg)
     ranker = fit_final_ranker(X, E, Y, matcher_tree, ckpts[-1], cfg)
     features = EmbeddingFeatures(
         encoder, tokenizer, cfg.matcher.embedding_weight, cfg.matcher.embed_batch_size,
-        cfg.matcher.device,
+        cfg.matcher.device, cfg.matcher.bf16,
     )  # fmt: skip
     log.info("XR-Transformer trained in %.1f s", time.perf_counter() - start)
     return ranker, features

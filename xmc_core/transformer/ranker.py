@@ -78,6 +78,7 @@ class EmbeddingFeatures:
     weight: float
     batch_size: int = 128
     device: str = "auto"
+    bf16: bool = True
 
     def embed(self, texts: list[str | None] | pa.Array) -> np.ndarray:
         """Unit embeddings float32 (n, h) of raw texts."""
@@ -85,7 +86,8 @@ class EmbeddingFeatures:
         from xmc_core.transformer.tokens import tokenize_texts
 
         tokens = tokenize_texts(self.tokenizer, texts, self.encoder.cfg.max_length)
-        return embed(self.encoder, tokens, resolve_device(self.device), self.batch_size)
+        device = resolve_device(self.device)
+        return embed(self.encoder, tokens, device, self.batch_size, self.bf16)
 
     def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
         """The ranker's input for documents with TF-IDF rows ``X`` and raw ``texts``."""
@@ -96,9 +98,8 @@ class EmbeddingFeatures:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.encoder.cpu().save(folder / "encoder", self.tokenizer)
-        write_meta(
-            folder, "EmbeddingFeatures", {"weight": self.weight, "batch_size": self.batch_size}
-        )
+        fields = {"weight": self.weight, "batch_size": self.batch_size, "bf16": self.bf16}
+        write_meta(folder, "EmbeddingFeatures", fields)
 
     @classmethod
     def load(cls, folder: str | Path, device: str = "auto") -> EmbeddingFeatures:
@@ -109,6 +110,7 @@ class EmbeddingFeatures:
         meta = read_meta(folder, "EmbeddingFeatures")
         encoder, tokenizer = TextEncoder.load_saved(folder / "encoder")
         try:
-            return cls(encoder, tokenizer, float(meta["weight"]), int(meta["batch_size"]), device)
+            weight, batch = float(meta["weight"]), int(meta["batch_size"])
+            return cls(encoder, tokenizer, weight, batch, device, bool(meta["bf16"]))
         except (KeyError, TypeError, ValueError) as err:
             raise ArtifactError(folder / "meta.json", f"bad fields ({err})", "re-save") from err

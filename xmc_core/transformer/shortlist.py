@@ -23,10 +23,10 @@ from xmc_core.linear.tree import LabelTree
 
 
 def matcher_levels(tree: LabelTree, cfg: MatcherConfig) -> list[int]:
-    """Tree levels (indices into ``tree.C``, label level excluded) the matcher trains, coarse
-    to fine: those with ``min_clusters <= K <= max_clusters``; if none, the finest level with
-    ``K <= max_clusters``, else the coarsest level."""
-    sizes = tree.level_sizes()[:-1]
+    """Tree levels (indices into ``tree.C``) the matcher trains, coarse to fine: those with
+    ``min_clusters <= K <= max_clusters`` (the label level too, when there are few enough
+    labels); if none, the finest level with ``K <= max_clusters``, else the coarsest level."""
+    sizes = tree.level_sizes()
     chosen = [t for t, k in enumerate(sizes) if cfg.min_clusters <= k <= cfg.max_clusters]
     if chosen:
         return chosen

@@ -138,7 +138,9 @@ def fit_level(
                 E_val = embed(
                     encoder, tokens.take(val_rows), device, cfg.embed_batch_size, cfg.bf16
                 )
-                val_problem = LevelProblem(problem.Y[val_rows], problem.positive_weight, None, 1.0)
+                val_problem = LevelProblem(
+                    problem.Y[val_rows], problem.positive_weight[val_rows], None, 1.0
+                )
                 record |= precision_at(E_val, head, val_problem, np.arange(len(val_rows)))
             history.records.append(record)
             log.info(
