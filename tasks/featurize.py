@@ -22,10 +22,10 @@ TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 def _count_key(
     corpus_dir: str, ref: PartitionRef, tokenizer: TokenizerConfig, work_dir: str
 ) -> str:
-    return stage_key("count", fp(corpus_dir), _ref_id(corpus_dir, ref), tokenizer.fingerprint())
+    return stage_key("count", fp(corpus_dir), ref_id(corpus_dir, ref), tokenizer.fingerprint())
 
 
-def _ref_id(corpus_dir: str, ref: PartitionRef) -> list[object]:
+def ref_id(corpus_dir: str, ref: PartitionRef) -> list[object]:
     rel = str(ref.file).removeprefix(str(corpus_dir)).lstrip("/")
     return [ref.split, rel, ref.row_group]
 
@@ -99,7 +99,7 @@ def _part_key(
     return stage_key(
         "partition",
         fp(corpus_dir),
-        _ref_id(corpus_dir, ref),
+        ref_id(corpus_dir, ref),
         fp(count_dir),
         fp(vocab_dir),
         fp(index_dir),

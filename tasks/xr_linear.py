@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import scipy.sparse as sp
 from prefect import get_run_logger, task
 
 from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
+from xmc_core.artifacts import load_csr, read_meta
 from xmc_core.atomic import write_json
 from xmc_core.config import EvalConfig, PredictConfig, RankerConfig, TreeConfig
 from xmc_core.features.label_features import LabelFeatures
@@ -46,12 +49,20 @@ def build_tree(label_features_dir: str, cfg: TreeConfig, work_dir: str) -> str:
 
 def _level_key(
     train_dir: str, tree_dir: str, above: list[str], level: int, ranker: RankerConfig,
-    post_processor: str, work_dir: str,
+    post_processor: str, work_dir: str, shortlists_dir: str | None = None,
 ) -> str:  # fmt: skip
+    extra = [] if shortlists_dir is None else [fp(shortlists_dir)]
     return stage_key(
         "level", fp(train_dir), fp(tree_dir), [fp(d) for d in above], level,
-        ranker.fingerprint(), post_processor,
+        ranker.fingerprint(), post_processor, *extra,
     )  # fmt: skip
+
+
+def load_shortlist(folder: str | Path, level: int) -> sp.csr_matrix | None:
+    """Extra parents of ranker level ``level`` from a ``MatcherShortlists`` folder: csr
+    (n_docs, K_level), or None when the level has none."""
+    meta = read_meta(folder, "MatcherShortlists")
+    return load_csr(Path(folder) / f"level-{level}.npz") if level in meta["levels"] else None
 
 
 @task(
@@ -62,17 +73,24 @@ def _level_key(
 )
 def train_level(
     train_dir: str, tree_dir: str, above: list[str], level: int, ranker: RankerConfig,
-    post_processor: str, work_dir: str,
+    post_processor: str, work_dir: str, shortlists_dir: str | None = None,
 ) -> str:  # fmt: skip
-    """The rankers of one tree level, given the levels above -> ``LevelRankers`` folder."""
+    """The rankers of one tree level, given the levels above -> ``LevelRankers`` folder.
+
+    ``shortlists_dir``: an external matcher's extra parents per level (XR-Transformer's final
+    ranker), or None.
+    """
     log = get_run_logger()
-    key = _level_key(train_dir, tree_dir, above, level, ranker, post_processor, work_dir)
+    key = _level_key(
+        train_dir, tree_dir, above, level, ranker, post_processor, work_dir, shortlists_dir
+    )
     with produce(work_dir, "level", key, log) as tmp:
         if tmp is not None:
             start = time.perf_counter()
             train, tree = SplitFeatures.load(train_dir), LabelTree.load(tree_dir)
             trained = [load_level(d) for d in above]
-            W = fit_level(train.X, train.Y, tree, level, trained, ranker, post_processor)
+            extra = None if shortlists_dir is None else load_shortlist(shortlists_dir, level)
+            W = fit_level(train.X, train.Y, tree, level, trained, ranker, post_processor, extra)
             save_level(tmp, W, level)
             log.info(
                 "level %d: %d nodes, W nnz %d, %.1f s",

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.config import XmcConfig
+from xmc_core.config import MatcherConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.fingerprint import combine
 from xmc_core.linear.model import XRLinearModel
@@ -60,17 +60,15 @@ def matcher_predictions(ckpt: MatcherCheckpoint, E: np.ndarray, beam_size: int) 
 
 
 def final_embeddings(
-    ckpt: MatcherCheckpoint, encoder: TextEncoder, tokens: TokenizedTexts, cfg: XmcConfig
+    ckpt: MatcherCheckpoint, encoder: TextEncoder, tokens: TokenizedTexts, cfg: MatcherConfig
 ) -> np.ndarray:
     """Embeddings float32 (n, h) of every training document by the last level's encoder: the
     checkpoint already holds those of the matcher's documents; the rest are computed."""
     rows, E, _ = ckpt.state(tokens.n_docs)
     missing = np.setdiff1d(np.arange(tokens.n_docs), rows)
     if missing.size:
-        device = resolve_device(cfg.matcher.device)
-        E[missing] = embed(
-            encoder, tokens.take(missing), device, cfg.matcher.embed_batch_size, cfg.matcher.bf16
-        )
+        device = resolve_device(cfg.device)
+        E[missing] = embed(encoder, tokens.take(missing), device, cfg.embed_batch_size, cfg.bf16)
     return E
 
 
@@ -111,7 +109,7 @@ def train_transformer(
         tokens, Y, matcher_tree, cfg.encoder, cfg.matcher, checkpoint_root(corpus, cfg)
     )
     encoder, tokenizer = ckpts[-1].encoder()
-    E = final_embeddings(ckpts[-1], encoder, tokens, cfg)
+    E = final_embeddings(ckpts[-1], encoder, tokens, cfg.matcher)
     ranker = fit_final_ranker(X, E, Y, matcher_tree, ckpts[-1], cfg)
     features = EmbeddingFeatures(
         encoder, tokenizer, cfg.matcher.embedding_weight, cfg.matcher.embed_batch_size,

@@ -1,0 +1,108 @@
+"""The train flow with XR-Transformer (tiny random BERT): a failure at the second matcher level
+resumes there, the rerun evaluates the model, and the deployment branch returns the same
+checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from uuid import UUID
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+import flows.train
+import xmc_core.transformer.matcher
+from flows.matcher import matcher_flow
+from flows.runtime import configured, prefect_api
+from flows.train import run_matcher, train_pipeline
+from tasks.caching import results_root
+from tests.flows.conftest import task_states
+from tests.transformer.conftest import SMALL
+from tests.transformer.tiny import build_tiny_encoder
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    texts = Corpus(small_corpus).read_split("train", ["text"]).column("text").to_pylist()
+    return build_tiny_encoder(tmp_path_factory.mktemp("tiny") / "bert", texts)
+
+
+def config(work: Path, corpus: Path, encoder: Path) -> XmcConfig:
+    sets = [f"work_dir={work}", f"data.dataset={corpus}", "model.kind=xr-transformer", *SMALL]
+    return XmcConfig.load(None, [*sets, f"encoder.path={encoder}"])
+
+
+def all_task_states(flow_run_id: UUID) -> dict[str, str]:
+    """Task run name -> state name of a flow run and of its subflow runs."""
+    states = task_states(flow_run_id)
+    flt = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+    with get_client(sync_client=True) as client:
+        children = client.read_flow_runs(flow_run_filter=flt)
+    for child in children:
+        states |= all_task_states(child.id)
+    return states
+
+
+def run(cfg: XmcConfig) -> tuple[Any, dict[str, str]]:
+    with prefect_api():
+        state = configured(train_pipeline, cfg, use_dask=False)(cfg, return_state=True)
+    return state, all_task_states(state.state_details.flow_run_id)
+
+
+def test_failure_at_second_matcher_level_resumes_there(
+    tmp_path: Path, small_corpus: Path, encoder_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = config(tmp_path, small_corpus, encoder_dir)
+    real_level = xmc_core.transformer.matcher.train_matcher_level
+
+    def crash_after_first_level(*args: Any, **kwargs: Any) -> Any:
+        if args[4] is not None:  # a previous checkpoint: not the first matcher level
+            raise RuntimeError(f"simulated crash at matcher level {args[3]}")
+        return real_level(*args, **kwargs)
+
+    monkeypatch.setattr(
+        xmc_core.transformer.matcher, "train_matcher_level", crash_after_first_level
+    )
+    state, states = run(cfg)
+    assert state.is_failed()
+    matcher = sorted(name for name in states if name.startswith("matcher-level-"))
+    assert len(matcher) == 2, states
+    first, second = matcher
+    assert states[first] == "Completed" and states[second] == "Failed"
+    assert states["tokenize-train-2"] == "Completed"  # three training partitions
+
+    monkeypatch.setattr(xmc_core.transformer.matcher, "train_matcher_level", real_level)
+    state, states = run(cfg)
+    assert state.is_completed(), state.message
+    assert states[first] == "Cached" and states["tokenize-train-0"] == "Cached"
+    assert states[second] == "Completed"
+    assert states["ranker-level-0"] == "Completed" and states["evaluate"] == "Completed"
+    outputs = state.result()
+    metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
+    assert metrics["P@1"] >= 0.6, metrics  # ~0.86
+    assert (Path(outputs["model"]) / "embedding" / "encoder" / "model.safetensors").is_file()
+
+    def fake_run_deployment(name: str, parameters: dict[str, Any], **options: Any) -> Any:
+        assert name == "matcher/xmc-matcher-gpu"
+        assert options["job_variables"]["env"]["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] == str(
+            results_root(tmp_path.resolve())
+        )
+        params = json.loads(json.dumps(parameters))  # what the API would carry
+        return SimpleNamespace(name="fake", state=matcher_flow(**params, return_state=True))
+
+    monkeypatch.setenv(flows.train.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
+    monkeypatch.setattr(flows.train, "run_deployment", fake_run_deployment)
+    work = str(tmp_path.resolve())
+    with prefect_api():
+        got = run_matcher(
+            outputs["tokens_train"], outputs["train"], outputs["matcher_tree"], cfg, work
+        )
+    assert got[-1] == outputs["matcher"] and len(got) == 2
