@@ -91,6 +91,7 @@ def run_transformer(workdir: Path, overrides: list[str], args: argparse.Namespac
     shutil.rmtree(outdir, ignore_errors=True)
     cmd = [sys.executable, str(RUNNER), str(workdir), str(outdir)]
     cmd += ["--checkpoints", str(workdir / "checkpoints")]
+    cmd += ["--resume"] if args.resume_matcher else []
     cmd += [f"--set={item}" for item in overrides]
     run: dict[str, Any] = {"load_avg_before": os.getloadavg(), "command": shlex.join(cmd)}
     run |= peers.measure(cmd, log, args.timeout)
@@ -291,6 +292,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=14400.0, help="seconds per run")
     p.add_argument("--peers-python", type=Path, default=REPO / ".venv-peers/bin/python")
     p.add_argument("--work", type=Path, help="features, corpus, checkpoints (default: temporary)")
+    p.add_argument(
+        "--resume-matcher", action="store_true",
+        help="with --work: reuse the matcher levels an earlier run finished (same config); "
+        "their recorded seconds count in the XR-Transformer train time",
+    )  # fmt: skip
     out = REPO / f"benchmarks/results/xr-transformer-{today}.json"
     p.add_argument("--out", type=Path, default=out)
     args = p.parse_args(argv)
@@ -306,8 +312,13 @@ def run_all(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> Non
     """Every dataset, in order, each in ``work/<name>`` (removed afterwards unless ``--work``)."""
     for name in args.datasets.split(","):
         workdir = work / name
-        shutil.rmtree(workdir, ignore_errors=True)
-        workdir.mkdir(parents=True)
+        if args.resume_matcher and workdir.is_dir():  # keep only the matcher checkpoints
+            for item in workdir.iterdir():
+                if item.name != "checkpoints":
+                    shutil.rmtree(item) if item.is_dir() else item.unlink()
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True, exist_ok=True)
         result = bench_dataset(args.datasets_root / name, workdir, args)
         report["datasets"][name] = result
         print(markdown(name, result), flush=True)

@@ -304,13 +304,24 @@ def main(argv: list[str]) -> int:
     p.add_argument("workdir", type=Path)
     p.add_argument("outdir", type=Path)
     p.add_argument("--checkpoints", type=Path, required=True, help="emptied, then written")
+    p.add_argument(
+        "--resume", action="store_true",
+        help="keep finished matcher levels of an earlier run of the same config (their "
+        "seconds, from their meta.json, are added to train_s in place of the reload time)",
+    )  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     cfg = XmcConfig.load(None, args.set)
-    shutil.rmtree(args.checkpoints, ignore_errors=True)
+    if not args.resume:
+        shutil.rmtree(args.checkpoints, ignore_errors=True)
     args.outdir.mkdir(parents=True, exist_ok=True)
     result = train_and_predict(args.workdir, args.outdir, cfg, args.checkpoints)
+    if args.resume:
+        reused = sum(level["level_s"] or 0.0 for level in result["matcher_levels"])
+        reload_s = result["stages_s"]["matcher"]["wall_s"]
+        result |= {"matcher_resumed": True, "matcher_reload_s": reload_s}
+        result["train_s"] += reused - reload_s
     result |= {"method": "xr-transformer", "overrides": args.set}
     result["config"] = cfg.model_dump(mode="json")
     (args.outdir / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")

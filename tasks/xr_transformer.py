@@ -275,9 +275,11 @@ def matcher_shortlists(
         if tmp is not None:
             ckpt = MatcherCheckpoint.open(checkpoint_dir)
             P = matcher_predictions(ckpt, load_embeddings(embedded_dir), beam_size)
-            extra = matcher_parent_shortlists(
-                P, LabelTree.load(matcher_tree_dir), ckpt.level, LabelTree.load(ranker_tree_dir)
+            matcher_tree, ranker_tree = (
+                LabelTree.load(matcher_tree_dir),
+                LabelTree.load(ranker_tree_dir),
             )
+            extra = matcher_parent_shortlists(P, matcher_tree, ckpt.level, ranker_tree, beam_size)
             levels = [t for t, m in enumerate(extra) if m is not None]
             for t in levels:
                 save_csr(tmp / f"level-{t}.npz", extra[t])

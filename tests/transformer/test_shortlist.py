@@ -97,3 +97,21 @@ def test_top_clusters_matches_brute_force():
         allowed = cand[i].indices
         expect = allowed[np.argsort(-scores[i, allowed])[:2]]
         assert set(restricted[i].indices) == set(expect)
+
+
+def test_matcher_predictions_become_the_ranker_parents_sharing_most_labels():
+    from xmc_core.transformer.ranker import matcher_parent_shortlists
+
+    matcher = hand_tree()  # matcher clusters at level 1: labels {0,1}, {2}, {3}, {4,5}
+    C0 = sp.csr_matrix(np.ones((2, 1)))
+    C1 = sp.csr_matrix(([1.0] * 6, (range(6), [0, 1, 1, 0, 1, 1])), shape=(6, 2))
+    ranker = LabelTree([C0, C1])  # ranker parents of the labels: {0, 3}, {1, 2, 4, 5}
+    P = sp.csr_matrix(np.array([[0.9, 0, 0, 0], [0, 0, 0.5, 0.1], [0, 0, 0.4, 0]]))
+    extra = matcher_parent_shortlists(P, matcher, 1, ranker, beam_size=1)
+    assert extra[0] is None
+    # doc 0: cluster {0,1} shares 1 label with each parent -> tie -> parent 0
+    # doc 1: clusters {3} and {4,5}: parent 0 shares 1 label, parent 1 shares 2 -> parent 1
+    # doc 2: cluster {3} -> parent 0
+    assert dense(extra[1]).tolist() == [[1, 0], [0, 1], [1, 0]]
+    wide = matcher_parent_shortlists(P, matcher, 1, ranker, beam_size=2)
+    assert dense(wide[1]).tolist() == [[1, 1], [1, 1], [1, 0]]

@@ -32,7 +32,9 @@ from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
 
 BATCH_ENTRIES = 1 << 22
-"""Soft cap per batch on the local row entries and on the weight slots (8 bytes each)."""
+"""Soft cap per batch of parents on the local row entries and on the weight slots."""
+CHUNK_SLOTS = 1 << 22
+"""Soft cap on the weight slots (8 bytes each, before pruning) of the nodes solved at once."""
 
 
 @dataclass(frozen=True)
@@ -209,10 +211,10 @@ def _train_batch(
     nodes, slots = nodes[order], slots[order]
     labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
     # Each node gets n_local + 1 output slots (its weights before pruning): solve the nodes in
-    # chunks of about BATCH_ENTRIES slots, so a parent with many children and a large feature
+    # chunks of about CHUNK_SLOTS slots, so a parent with many children and a large feature
     # set does not need them all at once; pruned weights are compacted after every chunk.
     size = n_local[slots] + 1
-    chunk_id = _offsets(size)[:-1] // BATCH_ENTRIES
+    chunk_id = _offsets(size)[:-1] // CHUNK_SLOTS
     bounds = np.flatnonzero(np.diff(chunk_id)) + 1
     results = []
     for chunk in np.split(np.arange(nodes.size), bounds):

@@ -85,7 +85,7 @@ def fit_final_ranker(
     start = time.perf_counter()
     tree = LabelTree.build(ranker_label_features(X, E, Y), cfg.tree)
     P = matcher_predictions(ckpt, E, cfg.matcher.beam_size)
-    extra = matcher_parent_shortlists(P, matcher_tree, ckpt.level, tree)
+    extra = matcher_parent_shortlists(P, matcher_tree, ckpt.level, tree, cfg.matcher.beam_size)
     Xc = concat_features(X, E, cfg.matcher.embedding_weight)
     ranker = XRLinearModel(cfg.ranker, cfg.predict).fit(Xc, Y, tree, extra)
     log.info("final ranker on %d features in %.1f s", Xc.shape[1], time.perf_counter() - start)

@@ -18,7 +18,6 @@ import scipy.sparse as sp
 from xmc_core.artifacts import read_meta, write_meta
 from xmc_core.errors import ArtifactError
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
-from xmc_core.linear.levels import binarize
 from xmc_core.linear.tree import LabelTree
 
 if TYPE_CHECKING:
@@ -44,13 +43,19 @@ def ranker_label_features(X: sp.csr_matrix, E: np.ndarray, Y: sp.csr_matrix) -> 
 
 
 def matcher_parent_shortlists(
-    P: sp.csr_matrix, matcher_tree: LabelTree, matcher_level: int, ranker_tree: LabelTree
+    P: sp.csr_matrix,
+    matcher_tree: LabelTree,
+    matcher_level: int,
+    ranker_tree: LabelTree,
+    beam_size: int,
 ) -> list[sp.csr_matrix | None]:
     """Per ranker level ``t``: csr (n_docs, K_t) binary parents to add to its matching matrix
     (None at level 0, which has one parent).
 
-    ``P``: csr (n_docs, K_m), the matcher's top clusters at ``matcher_level`` of its tree. A
-    ranker parent is chosen when it shares a label with a predicted matcher cluster.
+    ``P``: csr (n_docs, K_m), the matcher's top clusters at ``matcher_level`` of its tree. The
+    two trees differ, so each document gets the ``beam_size`` ranker parents holding the most
+    labels of its predicted matcher clusters (ties to the lower id), as many as the matcher's
+    beam: the ranker sees the matcher's hard negatives without a blow-up of its problems.
     """
     n_labels = ranker_tree.n_labels
     labels = np.arange(n_labels)
@@ -64,8 +69,23 @@ def matcher_parent_shortlists(
         parent_of = ranker_tree.label_to_cluster(t - 1)
         K = ranker_tree.level_sizes()[t - 1]
         A_r = sp.csr_matrix((ones, (labels, parent_of)), shape=(n_labels, K))
-        overlap = binarize(A_m.T @ A_r)  # (K_m, K_{t-1}) clusters sharing a label
-        out.append(binarize(chosen @ overlap))
+        shared = sp.csr_matrix(chosen @ sp.csr_matrix(A_m.T @ A_r))  # labels in common
+        out.append(_top_per_row(shared, beam_size))
+    return out
+
+
+def _top_per_row(M: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """Binary csr with the ``k`` largest entries of each row of ``M`` (ties: lower column)."""
+    M.sort_indices()
+    counts = np.diff(M.indptr)
+    rows = np.repeat(np.arange(M.shape[0]), counts)
+    order = np.lexsort((M.indices, -M.data, rows))  # by row, value desc, column asc
+    rank = np.arange(M.nnz) - np.repeat(M.indptr[:-1], counts)
+    keep = order[rank < k]
+    out = sp.csr_matrix(
+        (np.ones(keep.size, dtype=np.float32), (rows[keep], M.indices[keep])), shape=M.shape
+    )
+    out.sort_indices()
     return out
 
 
