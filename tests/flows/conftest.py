@@ -33,11 +33,14 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-def task_states(flow_run_id: UUID, timeout: float = 60.0) -> dict[str, str]:
+def task_states(
+    flow_run_id: UUID, timeout: float = 60.0, expect: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """Task run name -> final state name of one flow run.
 
     Task runs report their states as events that the server applies asynchronously: flush the
-    client's event worker, then poll until every task run is in a final state.
+    client's event worker, then poll until every task run named in ``expect`` exists and every
+    task run is in a final state (a run the server has not created yet would be missing).
     """
     EventsWorker.drain_all(timeout=timeout)
     deadline = time.monotonic() + timeout
@@ -45,7 +48,9 @@ def task_states(flow_run_id: UUID, timeout: float = 60.0) -> dict[str, str]:
     with get_client(sync_client=True) as client:
         while True:
             runs = client.read_task_runs(flow_run_filter=flt)
-            if all(r.state is not None and r.state.is_final() for r in runs):
+            names = {run.name for run in runs}
+            final = all(r.state is not None and r.state.is_final() for r in runs)
+            if final and expect <= names:
                 return {run.name: run.state_name for run in runs}
             if time.monotonic() > deadline:
                 raise TimeoutError({run.name: run.state_name for run in runs})

@@ -28,7 +28,8 @@ def run(work: Path) -> tuple[object, dict[str, str]]:
     cfg = XmcConfig.load(None, [f"work_dir={work}", *SETS])
     with prefect_api():
         state = configured(train_pipeline, cfg, use_dask=False)(cfg, return_state=True)
-    return state, task_states(state.state_details.flow_run_id)
+    levels = frozenset({"train-level-0", "train-level-1", "train-level-2"})
+    return state, task_states(state.state_details.flow_run_id, expect=levels)
 
 
 def test_failure_at_level_two_resumes_there(
