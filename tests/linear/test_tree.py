@@ -218,7 +218,7 @@ def test_duplicate_entries_and_unnormalized_rows_are_handled():
 
 
 def test_top_half_matches_a_stable_sort():
-    from xmc_core.linear.tree import _top_half
+    from xmc_core.linear._tree_kernels import _top_half
 
     rng = np.random.default_rng(0)
     for n in (2, 3, 10, 101, 1000):
