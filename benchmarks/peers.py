@@ -295,17 +295,21 @@ def machine_info(peers_python: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- report
-def markdown(name: str, result: dict[str, Any]) -> str:
-    """One dataset's table (metrics in %) and its target lines."""
-    s = result["stats"]
-    lines = [
+def table_head(name: str, stats: dict[str, Any]) -> list[str]:
+    """A dataset's heading, size line and the head of its method table."""
+    return [
         f"#### {name}",
         "",
-        f"{s['n_train']} train / {s['n_test']} test docs, {s['n_features']} features, "
-        f"{s['n_labels']} labels.",
+        f"{stats['n_train']} train / {stats['n_test']} test docs, {stats['n_features']} "
+        f"features, {stats['n_labels']} labels.",
         "",
         TABLE_HEAD,
     ]
+
+
+def markdown(name: str, result: dict[str, Any]) -> str:
+    """One dataset's table (metrics in %) and its target lines."""
+    lines = table_head(name, result["stats"])
     for method, r in result["methods"].items():
         if r["status"] != "ok":
             lines.append(f"| {method} | {r['status']} |" + " |" * (3 + len(METRICS)))

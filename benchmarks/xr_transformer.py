@@ -181,15 +181,7 @@ def targets(name: str, methods: dict[str, Any], reduced: bool) -> dict[str, Any]
 # ---------------------------------------------------------------- report
 def markdown(name: str, result: dict[str, Any]) -> str:
     """One dataset: the comparison table (metrics in %), XR-Transformer's stages, targets."""
-    s = result["stats"]
-    lines = [
-        f"#### {name}",
-        "",
-        f"{s['n_train']} train / {s['n_test']} test docs, {s['n_features']} features, "
-        f"{s['n_labels']} labels.",
-        "",
-        peers.TABLE_HEAD,
-    ]
+    lines = peers.table_head(name, result["stats"])
     for method, r in result["methods"].items():
         if r["status"] != "ok":
             lines.append(f"| {method} | {r['status']} |" + " |" * (3 + len(peers.METRICS)))
