@@ -2,7 +2,7 @@
 
 Usage, from the repository root, with the project venv (and ``make peers-venv`` done once)::
 
-    python benchmarks/xr_transformer.py [--preset cpu-reduced|full] [--set KEY=VALUE ...]
+    python benchmarks/xr_transformer.py [--preset cpu-reduced|cpu-long|full] [--set KEY=VALUE ...]
         [--datasets-root ../shared/datasets] [--datasets debian-deps,reuters21578-modapte]
         [--methods ours,pecos,xr-transformer] [--timeout 14400]
         [--peers-python .venv-peers/bin/python] [--work DIR]
@@ -62,6 +62,15 @@ PRESETS: dict[str, list[str]] = {
         "matcher.batch_size=32",
         "matcher.train_docs=8000",
         "matcher.eval_every=50",
+        "matcher.eval_docs=500",
+        "matcher.max_clusters=512",
+    ],
+    # Longer CPU run: every training document, the default 128 tokens, 400 steps per level.
+    "cpu-long": [
+        "encoder.max_length=128",
+        "matcher.steps_per_level=400",
+        "matcher.batch_size=32",
+        "matcher.eval_every=100",
         "matcher.eval_docs=500",
         "matcher.max_clusters=512",
     ],

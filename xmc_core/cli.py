@@ -7,6 +7,9 @@
     xmc predict MODEL SOURCE OUTPUT.jsonl  top labels of a dataset split or a text file
     xmc evaluate MODEL DATASET             P@k, nDCG@k, R@k, PSP@k of a saved model
     xmc dump-config [--config F] [--set K=V ...]   print the full configuration as YAML
+    xmc serve MODEL [--host H] [--port P]  JSON predictions over HTTP (folder or models:/ URI)
+    xmc promote VERSION                    give the registry alias to VERSION (no gate)
+    xmc rollback                           give the alias back to its previous holder
 
 Orchestrated runs (featurize, train) are Prefect flows: ``python -m flows.train``.
 Option defaults are the config models' own; the CLI passes only what the user gave.
@@ -76,6 +79,20 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("dataset", type=Path)
     _predict_args(ev)
     _config_args(ev)
+
+    srv = sub.add_parser("serve", help="answer JSON predictions over HTTP (127.0.0.1)")
+    srv.add_argument("model", help="model folder, or an MLflow URI (models:/NAME@ALIAS)")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=5005)
+    srv.add_argument("--beam-size", type=int, help="default beam size of requests")
+    srv.add_argument("--topk", type=int, help="default top-k of requests")
+    _config_args(srv)
+
+    pro = sub.add_parser("promote", help="give the registry alias to a model version (no gate)")
+    pro.add_argument("version", help="registered model version number")
+    _config_args(pro)
+    rb = sub.add_parser("rollback", help="give the registry alias back to its previous holder")
+    _config_args(rb)
     return parser
 
 
@@ -124,6 +141,22 @@ def _model_command(args: argparse.Namespace) -> None:
         print(f"wrote predictions of {n} documents to {args.output}")
 
 
+def _lifecycle_command(args: argparse.Namespace) -> None:
+    """``serve``, ``promote``, ``rollback``: the MLflow-facing part (``xmc_core.serving``)."""
+    cfg = XmcConfig.load(args.config, args.overrides)
+    if args.command == "serve":
+        from xmc_core.serving.http import serve
+
+        serve(args.model, cfg, args.host, args.port, args.topk, args.beam_size)
+        return
+    from xmc_core.serving import registry
+
+    if args.command == "promote":
+        print(registry.format_decision(registry.promote_version(cfg, args.version)))
+    else:
+        print(registry.format_decision(registry.rollback(cfg)))
+
+
 def manifest_summary(m: Manifest) -> str:
     """A few lines a person reads after an ingest."""
     lines = [f"kind: {m.kind}" + (f" ({m.n_features} features)" if m.n_features else "")]
@@ -168,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             print(manifest_summary(Corpus(args.dataset).manifest))
         elif args.command == "dump-config":
             print(XmcConfig.load(args.config, args.overrides).to_yaml(), end="")
+        elif args.command in ("serve", "promote", "rollback"):
+            _lifecycle_command(args)
         else:
             _model_command(args)
     except (XmcError, FileExistsError) as err:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -204,6 +205,52 @@ class DaskConfig(Section):
     threads_per_worker: int = Field(1, ge=1)
 
 
+class TrackingConfig(Section):
+    """MLflow tracking of training runs.
+
+    ``uri`` None: ``$MLFLOW_TRACKING_URI`` when set, else SQLite at
+    ``<work_dir>/mlflow/mlflow.db`` with artifacts in ``<work_dir>/mlflow/artifacts``.
+    """
+
+    enabled: bool = True
+    uri: str | None = None
+    experiment: str = Field("xmc", min_length=1)
+    run_name: str | None = None
+
+
+class RegistryConfig(Section):
+    """The MLflow model registry and the gated promotion of a new version to ``alias``.
+
+    A new version takes the alias when its ``metric`` on the held-out split is at least the
+    current holder's plus ``margin`` (both evaluated on the same documents); the first version
+    of a model takes it unconditionally.
+    """
+
+    enabled: bool = True
+    model_name: str = Field("xmc", min_length=1)
+    alias: str = Field("champion", min_length=1)
+    promote: bool = True
+    metric: str = Field("P@1", pattern=r"^(P|nDCG|R|PSP)@\d+$")
+    margin: float = Field(0.001, ge=0, description="required gain, as a fraction (0.001 = 0.1 pt)")
+    eval_split: Literal["test"] = "test"
+
+
+class RetrainConfig(Section):
+    """The ``retrain`` flow: corpus drops in ``landing_dir`` -> validated, merged, retrained.
+
+    Folders default to ``<work_dir>/landing``, ``<work_dir>/quarantine`` (bad drops, with the
+    reason) and ``<work_dir>/landing-archive`` (ingested drops); nothing is deleted.
+    """
+
+    landing_dir: Path | None = None
+    quarantine_dir: Path | None = None
+    archive_dir: Path | None = None
+    mode: Literal["merge", "replace"] = "merge"
+    on_empty: Literal["error", "drop"] = "error"
+    on_unlabeled: Literal["error", "drop", "keep"] = "error"
+    retrain_without_new_data: bool = False
+
+
 class XmcConfig(Section):
     """The whole configuration."""
 
@@ -220,6 +267,9 @@ class XmcConfig(Section):
     matcher: MatcherConfig = MatcherConfig()
     eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    registry: RegistryConfig = RegistryConfig()
+    retrain: RetrainConfig = RetrainConfig()
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> XmcConfig:
@@ -235,6 +285,19 @@ class XmcConfig(Section):
             raise InputError(
                 path, f"invalid configuration:\n{err}", "fix the keys named above"
             ) from err
+
+    def mlflow_dir(self) -> Path:
+        """Default home of the MLflow tracking store: ``<work_dir>/mlflow`` (absolute)."""
+        return self.work_dir.resolve() / "mlflow"
+
+    def tracking_uri(self) -> str:
+        """``tracking.uri``, else ``$MLFLOW_TRACKING_URI``, else SQLite in :meth:`mlflow_dir`."""
+        if self.tracking.uri:
+            return self.tracking.uri
+        from_env = os.environ.get("MLFLOW_TRACKING_URI")
+        if from_env:
+            return from_env
+        return f"sqlite:///{self.mlflow_dir() / 'mlflow.db'}"
 
     def to_yaml(self) -> str:
         """The full configuration, every default spelled out, as YAML."""
