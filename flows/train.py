@@ -19,6 +19,7 @@ from typing import Any
 
 from prefect import flow, unmapped
 from prefect.deployments import run_deployment
+from prefect.runtime import flow_run
 
 from flows.featurize import featurize_stages
 from flows.runtime import configured, prefect_api
@@ -53,7 +54,40 @@ def train_pipeline(cfg: XmcConfig) -> dict[str, str]:
     else:
         outputs.update(xr_linear_stages(outputs, cfg, work))
     print(format_metrics(read_json(Path(outputs["evaluation"]) / "metrics.json")))
+    outputs.update(lifecycle_stages(outputs, cfg, work))
     return outputs
+
+
+def lifecycle_stages(outputs: dict[str, str], cfg: XmcConfig, work: str) -> dict[str, str]:
+    """Train-split evaluation and diagnostics, MLflow tracking and registration, the gated
+    promotion, the run report (Prefect artifacts)."""
+    from tasks.diagnostics import diagnose
+    from tasks.registry import promote_candidate
+    from tasks.report import publish_report
+    from tasks.tracking import log_training_run, stage_timings
+
+    train_split = outputs.get("embedded_train", outputs["train"])
+    test_split = outputs.get("embedded_test", outputs["test"])
+    eval_dirs = {
+        "train": evaluate.with_options(task_run_name="evaluate-train")(
+            outputs["model"], train_split, cfg.eval, work
+        ),
+        "test": outputs["evaluation"],
+    }
+    checkpoints = [outputs["matcher"]] if "matcher" in outputs else None
+    diagnostics = diagnose(outputs["model"], train_split, test_split, cfg.eval, work, checkpoints)
+    timings = stage_timings(flow_run.get_id())
+    tracking: dict[str, Any] = {}
+    if cfg.tracking.enabled:
+        tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
+    decision = None
+    if tracking.get("version") and cfg.registry.promote:
+        decision = promote_candidate(cfg, str(tracking["version"]), outputs["corpus"])
+    report = publish_report(cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs)
+    extra = {"evaluation_train": eval_dirs["train"], "diagnostics": diagnostics, "report": report}
+    if tracking:
+        extra |= {"mlflow_run": tracking["run_id"], "model_version": str(tracking["version"])}
+    return extra
 
 
 def xr_linear_stages(feats: dict[str, str], cfg: XmcConfig, work: str) -> dict[str, str]:

@@ -1,0 +1,75 @@
+"""The ``retrain`` flow: new corpus drops -> training corpus -> train flow -> registry.
+
+    python -m flows.retrain [--config cfg.yaml] [--set retrain.mode=replace] [--set key=value ...]
+
+Deployed with a cron schedule by ``prefect.yaml`` (deployment ``retrain/retrain``). Each run:
+
+1. takes in the drops in ``retrain.landing_dir`` (one sub-folder per drop, any import format):
+   valid ones are ingested and merged into the current training corpus (``retrain.mode:
+   merge``; ``replace`` trains on the new drops alone) and moved to the archive folder, bad ones
+   are moved to the quarantine folder with a ``REASON.txt``; nothing is deleted;
+2. trains when the current corpus differs from the last one trained (so a run that failed after
+   the intake is finished by the next run), through the ``train-pipeline`` subflow, whose
+   cached stages are reused where their inputs did not change: featurization, model,
+   evaluation, MLflow tracking, registration and the gated promotion of the new version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from tasks.landing import mark_trained, take_in_drops
+
+from flows.runtime import configured, prefect_api
+from flows.train import train_pipeline
+from xmc_core.config import XmcConfig
+
+
+@flow(name="retrain-pipeline", log_prints=True)
+def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any]:
+    """Intake, then the train pipeline on the resulting corpus when it has not been trained."""
+    work = str(Path(cfg.work_dir).resolve())
+    intake = take_in_drops(cfg, work)
+    print(
+        f"intake: {len(intake['ingested'])} drop(s) ingested, "
+        f"{len(intake['quarantined'])} quarantined; corpus {intake['corpus']}"
+    )
+    if intake["corpus"] is None:
+        print("no training corpus yet: drop one into the landing folder")
+        return {"intake": intake, "trained": False}
+    if not intake["needs_training"] and not cfg.retrain.retrain_without_new_data:
+        print("the current corpus is already trained and no new drop arrived: nothing to do")
+        return {"intake": intake, "trained": False}
+    data = cfg.data.model_copy(update={"dataset": Path(intake["corpus"])})
+    train_cfg = cfg.model_copy(update={"data": data})
+    outputs = configured(train_pipeline, train_cfg)(train_cfg)
+    mark_trained(intake["corpus"], outputs, work)
+    return {"intake": intake, "trained": True, "outputs": outputs}
+
+
+@flow(name="retrain", log_prints=True)
+def retrain(config_path: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Load the config, then run the retrain pipeline (its train subflow runs on Dask)."""
+    cfg = XmcConfig.load(config_path, overrides)
+    return configured(retrain_pipeline, cfg, use_dask=False)(cfg)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command line: run the retrain flow once."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="YAML config file")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    with prefect_api():
+        result = retrain(args.config, args.overrides)
+    print(f"retrain flow finished in {time.perf_counter() - start:.1f} s")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Tasks of the retrain flow around the landing folder (``xmc_core.corpus.intake``).
+
+Neither is cached: the landing folder is the input and it changes between runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import intake
+from xmc_core.corpus.schema import Policies
+
+
+def corpus_store(work_dir: str | Path) -> Path:
+    """The retrain flow's corpus store: ``<work_dir>/corpora``."""
+    return (Path(work_dir) / "corpora").resolve()
+
+
+def intake_folders(cfg: XmcConfig, work_dir: str) -> intake.IntakeFolders:
+    """The configured folders, defaulting to ``<work_dir>/{landing,quarantine,landing-archive}``."""
+    work, r = Path(work_dir), cfg.retrain
+    return intake.IntakeFolders(
+        landing=Path(r.landing_dir or work / "landing").resolve(),
+        quarantine=Path(r.quarantine_dir or work / "quarantine").resolve(),
+        archive=Path(r.archive_dir or work / "landing-archive").resolve(),
+        store=corpus_store(work),
+    )
+
+
+@task(name="take-in-drops", task_run_name="take-in-drops")
+def take_in_drops(cfg: XmcConfig, work_dir: str) -> dict[str, Any]:
+    """Validate and ingest the landing folder's drops into the training corpus (see
+    :func:`xmc_core.corpus.intake.take_in`); bad drops go to quarantine with their reason."""
+    log = get_run_logger()
+    folders = intake_folders(cfg, work_dir)
+    log.info("taking in drops from %s (mode %s)", folders.landing, cfg.retrain.mode)
+    policies = Policies(on_empty=cfg.retrain.on_empty, on_unlabeled=cfg.retrain.on_unlabeled)
+    base = None if cfg.data.dataset is None else Path(cfg.data.dataset).resolve()
+    result = intake.take_in(folders, cfg.retrain.mode, policies, cfg.data.rows_per_group, base)
+    for q in result.quarantined:
+        log.warning("quarantined %s -> %s:\n%s", q["name"], q["to"], q["reason"])
+    return result.to_dict()
+
+
+@task(name="mark-trained", task_run_name="mark-trained")
+def mark_trained(corpus: str, outputs: dict[str, str], work_dir: str) -> str:
+    """Record that ``corpus`` is trained (the next run skips it unless a drop arrives)."""
+    details = {k: outputs[k] for k in ("model", "mlflow_run", "model_version") if k in outputs}
+    return str(intake.mark_trained(corpus_store(work_dir), Path(corpus), details))

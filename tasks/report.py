@@ -1,0 +1,103 @@
+"""The run report task: Markdown and a metrics table as Prefect artifacts, a ``report.md`` file
+under ``<work_dir>/reports/`` and in the MLflow run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run as current_flow_run
+
+from tasks.tracking import split_metrics
+from xmc_core.atomic import write_text
+from xmc_core.config import XmcConfig
+from xmc_core.report import read_json
+from xmc_core.run_report import RunReport, build_report
+
+REPORT_KEY = "xmc-run-report"
+METRICS_KEY = "xmc-metrics"
+REPORT_FILE = "report.md"
+MLFLOW_REPORT_DIR = "report"
+MLFLOW_PLOTS_DIR = "plots"
+
+
+def gather_report(
+    cfg: XmcConfig,
+    outputs: Mapping[str, str],
+    timings: Mapping[str, float],
+    tracking: Mapping[str, Any],
+    decision: Mapping[str, Any] | None,
+    diagnostics_dir: str,
+    eval_dirs: Mapping[str, str],
+) -> RunReport:
+    """Read what the report shows (manifest, metrics, diagnostics) and build it."""
+    diagnostics = Path(diagnostics_dir)
+    summary = read_json(diagnostics / "diagnostics.json")
+    artifact_uri = tracking.get("artifact_uri")
+    plots = [
+        {
+            "name": name,
+            "local": str(diagnostics / "plots" / file),
+            "mlflow": f"{artifact_uri}/{MLFLOW_PLOTS_DIR}/{file}" if artifact_uri else "",
+        }
+        for name, file in summary.get("plots", {}).items()
+    ]
+    manifest_file = Path(outputs["corpus"]) / "manifest.json"
+    run = dict(tracking) if tracking else None
+    if run is not None:
+        run.setdefault("tracking_uri", cfg.tracking_uri())
+        run["url"] = run.get("run_url")
+    name = cfg.tracking.run_name or current_flow_run.get_name() or "run"
+    return build_report(
+        f"xmc {cfg.model.kind} training run {name}",
+        split_metrics(eval_dirs),
+        manifest=read_json(manifest_file) if manifest_file.is_file() else None,
+        timings=timings,
+        decision=decision,
+        plots=plots,
+        run=run,
+        diagnostics=summary,
+    )
+
+
+def report_path(work_dir: str | Path) -> Path:
+    """``<work_dir>/reports/<flow run id, or a timestamp outside a flow>/report.md``."""
+    run_id = current_flow_run.get_id() or time.strftime("%Y%m%d-%H%M%S")
+    return Path(work_dir).resolve() / "reports" / str(run_id) / REPORT_FILE
+
+
+@task(name="publish-report", task_run_name="publish-report", cache_policy=NO_CACHE)
+def publish_report(
+    cfg: XmcConfig,
+    outputs: dict[str, str],
+    timings: dict[str, float],
+    tracking: dict[str, Any],
+    decision: dict[str, Any] | None,
+    diagnostics_dir: str,
+    eval_dirs: dict[str, str],
+) -> str:
+    """Build the run report and publish it: Prefect artifacts ``xmc-run-report`` (Markdown) and
+    ``xmc-metrics`` (table: metric, train, test, champion), ``report.md`` in the MLflow run
+    (``report/``, when ``tracking`` holds a run) and under ``<work_dir>/reports/``.
+
+    ``tracking``: what ``log_training_run`` returned (``{}`` when tracking is off);
+    ``decision``: the promotion decision as a dict, or None. Returns the report's path.
+    """
+    log = get_run_logger()
+    report = gather_report(cfg, outputs, timings, tracking, decision, diagnostics_dir, eval_dirs)
+    path = write_text(report_path(cfg.work_dir), report.markdown)
+    create_markdown_artifact(report.markdown, key=REPORT_KEY, description="xmc run report")
+    create_table_artifact(report.table, key=METRICS_KEY, description="metrics per split")
+    if tracking.get("run_id"):
+        from mlflow import MlflowClient
+
+        uri = tracking.get("tracking_uri") or cfg.tracking_uri()
+        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        client.log_artifact(tracking["run_id"], str(path), MLFLOW_REPORT_DIR)
+    log.info("run report: %s", path)
+    return str(path)

@@ -1,0 +1,95 @@
+"""The run report: its metrics table and the sections of its Markdown."""
+
+from __future__ import annotations
+
+from xmc_core.run_report import build_report, champion_metrics, metrics_table
+
+METRICS = {
+    "train": {"P@1": 0.9, "P@3": 0.6, "nDCG@1": 0.9, "R@10": 0.95},
+    "test": {"P@1": 0.8, "P@3": 0.5, "nDCG@1": 0.8, "PSP@1": 0.4},
+}
+DECISION = {
+    "model_name": "xmc",
+    "alias": "champion",
+    "version": "3",
+    "previous": "2",
+    "metric": "P@1",
+    "new_value": 0.8,
+    "champion_value": 0.75,
+    "margin": 0.001,
+    "promoted": True,
+    "reason": "P@1 0.8000 >= champion 0.7500 + 0.0010",
+}
+MANIFEST = {
+    "kind": "text",
+    "splits": {"train": {"rows": 400, "label_assignments": 900}, "test": {"rows": 120}},
+    "n_labels": 54,
+    "unseen_test_labels": 2,
+    "fingerprint": "abcdef0123456789ffff",
+    "created_at": "2026-11-21T00:00:00Z",
+}
+
+
+def test_metrics_table_one_row_per_metric() -> None:
+    table = metrics_table(METRICS, {"P@1": 0.75})
+    assert [row["metric"] for row in table] == ["P@1", "P@3", "nDCG@1", "R@10", "PSP@1"]
+    assert table[0] == {"metric": "P@1", "train": 0.9, "test": 0.8, "champion": 0.75}
+    assert table[3] == {"metric": "R@10", "train": 0.95, "test": None, "champion": None}
+    assert table[4]["train"] is None
+
+
+def test_metrics_table_orders_k_numerically() -> None:
+    table = metrics_table({"test": {"P@10": 0.1, "P@3": 0.3, "P@1": 0.5}})
+    assert [row["metric"] for row in table] == ["P@1", "P@3", "P@10"]
+
+
+def test_champion_metrics_from_decision() -> None:
+    assert champion_metrics(DECISION) == {"P@1": 0.75}
+    assert champion_metrics(None) == {}
+    assert champion_metrics({**DECISION, "champion_value": None}) == {}
+
+
+def test_full_report() -> None:
+    report = build_report(
+        "xmc run report",
+        METRICS,
+        manifest=MANIFEST,
+        timings={"evaluate": 1.5, "train-level-0": 3.25, "label-tree": 0.0},
+        decision=DECISION,
+        plots=[{"name": "k_curves", "local": "/w/plots/k_curves.png", "mlflow": "plots/k.png"}],
+        run={"run_id": "r1", "experiment_id": "7", "url": "http://h/#/experiments/7/runs/r1"},
+        diagnostics={
+            "beam_size": 10,
+            "loss": "squared_hinge",
+            "beam_recall": {"test": [1.0, 0.5]},
+            "training_loss": {"train": [0.25, 0.125]},
+        },
+    )
+    md = report.markdown
+    assert md.startswith("# xmc run report\n")
+    assert report.table[0]["champion"] == 0.75
+    assert "| P@1 | 90.00 | 80.00 | 75.00 | +5.00 |" in md
+    assert "| R@10 | 95.00 | - | - | - |" in md
+    assert "| test documents | 120 |" in md and "`abcdef0123456789`" in md
+    assert "Version 3 of `xmc`: **promoted** to `@champion`." in md
+    assert "| required margin | 0.10 |" in md
+    assert "| 1 | 50.00 | 0.1250 |" in md  # level 1: beam recall test, loss train
+    timings = md.split("## Stage timings")[1]
+    assert timings.index("train-level-0") < timings.index("evaluate") < timings.index("label-tree")
+    assert "| **total** | **4.75** |" in md
+    assert "`plots/k.png` | [/w/plots/k_curves.png](/w/plots/k_curves.png)" in md
+    assert "[r1](http://h/#/experiments/7/runs/r1)" in md
+
+
+def test_report_without_registry_tracking_or_extras() -> None:
+    report = build_report("r", {"test": {"P@1": 0.5}})
+    assert "Model registry disabled" in report.markdown
+    assert "Tracking disabled." in report.markdown
+    assert "champion" not in report.markdown.split("## Metrics")[1].split("##")[0]
+    assert "## Stage timings" not in report.markdown and "## Plots" not in report.markdown
+    assert report.table == [{"metric": "P@1", "train": None, "test": 0.5, "champion": None}]
+
+
+def test_pipes_in_cells_are_escaped() -> None:
+    report = build_report("r", {"test": {}}, decision={**DECISION, "reason": "a | b"})
+    assert "a \\| b" in report.markdown

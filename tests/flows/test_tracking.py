@@ -1,0 +1,183 @@
+"""Tracking and reporting of a training run: a tiny flow evaluates and diagnoses a small trained
+model, then logs it to MLflow (SQLite under a temporary work_dir) and publishes the report."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+from flows.runtime import configured, prefect_api
+from tasks.diagnostics import diagnose
+from tasks.report import METRICS_KEY, REPORT_KEY, publish_report
+from tasks.tracking import flatten_config, log_training_run, metric_key, stage_timings
+from tasks.xr_linear import evaluate
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.pipeline import featurize_corpus, train_model
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+SETS = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
+SPLITS = ("train", "test")
+
+
+@flow(name="tracking-test")
+def tracking_flow(cfg: XmcConfig, outputs: dict[str, str]) -> dict[str, Any]:
+    """What the train flow does after training: evaluate, diagnose, track, report."""
+    work = str(cfg.work_dir)
+    eval_dirs = {
+        s: evaluate.with_options(task_run_name=f"evaluate-{s}")(
+            outputs["model"], outputs[s], cfg.eval, work
+        )
+        for s in SPLITS
+    }
+    diagnostics = diagnose(outputs["model"], outputs["train"], outputs["test"], cfg.eval, work)
+    timings = stage_timings()
+    tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
+    decision = {
+        "model_name": cfg.registry.model_name, "alias": cfg.registry.alias,
+        "version": tracking["version"], "previous": None, "metric": "P@1",
+        "new_value": 0.5, "champion_value": None, "margin": cfg.registry.margin,
+        "promoted": True, "reason": "first version",
+    }  # fmt: skip
+    report = publish_report(cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs)
+    return {
+        "timings": timings, "tracking": tracking, "report": report,
+        "diagnostics": diagnostics, "eval_dirs": eval_dirs,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(
+    small_corpus: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[XmcConfig, dict[str, str], Any]]:
+    work = tmp_path_factory.mktemp("tracking")
+    cfg = XmcConfig.load(None, [f"work_dir={work}", *SETS, "tracking.run_name=tiny"])
+    feats = featurize_corpus(Corpus(small_corpus), cfg)
+    outputs = {"corpus": str(small_corpus)}
+    for name, part in (("train", feats.train), ("test", feats.test)):
+        part.save(work / name)
+        outputs[name] = str(work / name)
+    train_model(feats, cfg).save(work / "model")
+    outputs["model"] = str(work / "model")
+    saved = os.environ.pop("MLFLOW_TRACKING_URI", None)
+    try:
+        with prefect_api():
+            state = configured(tracking_flow, cfg, use_dask=False)(cfg, outputs, return_state=True)
+        assert state.is_completed(), state.message
+        assert "MLFLOW_TRACKING_URI" not in os.environ  # nothing leaks out of the task
+        yield cfg, outputs, state
+    finally:
+        if saved is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = saved
+
+
+def mlflow_client(cfg: XmcConfig) -> Any:
+    from mlflow import MlflowClient
+
+    uri = cfg.tracking_uri()
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def test_run_records_config_metrics_and_tags(run: tuple) -> None:
+    cfg, outputs, state = run
+    result = state.result()
+    tracking = result["tracking"]
+    assert tracking["version"] == "1"
+    assert cfg.tracking_uri().startswith("sqlite:///") and str(cfg.work_dir) in cfg.tracking_uri()
+    mlrun = mlflow_client(cfg).get_run(tracking["run_id"])
+    assert mlrun.info.run_name == "tiny" and mlrun.info.status == "FINISHED"
+    assert mlrun.info.artifact_uri.startswith((cfg.mlflow_dir() / "artifacts").as_uri())
+    params = mlrun.data.params
+    assert params == flatten_config(cfg)
+    assert params["tree.branching"] == "4" and params["eval.ks"] == "[1, 3, 5]"
+    assert params["tracking.uri"] == "null" and params["work_dir"] == str(cfg.work_dir)
+    for split, folder in result["eval_dirs"].items():
+        metrics = json.loads((Path(folder) / "metrics.json").read_text())
+        for name, value in metrics.items():
+            assert mlrun.data.metrics[metric_key(f"{split}.{name}")] == pytest.approx(value)
+    assert "test.P_at_1" in mlrun.data.metrics
+    assert mlrun.data.metrics["time.diagnose_s"] >= 0
+    tags = mlrun.data.tags
+    assert tags["xmc.config_fingerprint"] == cfg.fingerprint()
+    assert tags["xmc.data_fingerprint"] == Corpus(outputs["corpus"]).fingerprint
+    assert len(tags["xmc.code_version"]) == 64
+    assert tags["xmc.model_kind"] == "xr-linear"
+    assert tags["prefect.flow_run_id"] == str(state.state_details.flow_run_id)
+
+
+def test_run_holds_artifacts_and_the_model(run: tuple) -> None:
+    cfg, _, state = run
+    tracking = state.result()["tracking"]
+    client = mlflow_client(cfg)
+    run_id = tracking["run_id"]
+
+    def listed(path: str | None = None) -> set[str]:
+        return {a.path for a in client.list_artifacts(run_id, path)}
+
+    assert {"config.yaml", "evaluation", "plots", "report"} <= listed()
+    assert {"evaluation/diagnostics.json", "evaluation/train", "evaluation/test"} <= listed(
+        "evaluation"
+    )
+    plots = listed("plots")
+    assert {"plots/k_curves.png", "plots/beam_recall.png", "plots/training_loss.png"} <= plots
+    assert "plots/recall_by_frequency.png" in plots
+    assert listed("report") == {"report/report.md"}
+    model = client.get_model_version(cfg.registry.model_name, tracking["version"])
+    assert model.run_id == run_id
+    assert tracking["model_uri"].startswith("models:/")
+
+
+def test_stage_timings_cover_the_tasks(run: tuple) -> None:
+    _, _, state = run
+    timings = state.result()["timings"]
+    assert {"evaluate-train", "evaluate-test", "diagnose"} <= set(timings)
+    assert all(seconds >= 0 for seconds in timings.values())
+    again = stage_timings(state.state_details.flow_run_id)  # after the run: every task is final
+    assert {"log-training-run", "publish-report"} <= set(again)
+
+
+def test_report_published_as_file_and_prefect_artifacts(run: tuple) -> None:
+    cfg, _, state = run
+    result = state.result()
+    flow_run_id = state.state_details.flow_run_id
+    report = Path(result["report"])
+    assert report == cfg.work_dir / "reports" / str(flow_run_id) / "report.md"
+    markdown = report.read_text()
+    assert "## Metrics" in markdown and "| P@1 |" in markdown
+    assert "**promoted** to `@champion`" in markdown
+    assert "plots/k_curves.png" in markdown and result["tracking"]["run_id"] in markdown
+    flt = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+    with get_client(sync_client=True) as client:
+        artifacts = {a.key: a for a in client.read_artifacts(artifact_filter=flt)}
+    assert artifacts[REPORT_KEY].type == "markdown"
+    assert artifacts[REPORT_KEY].data == markdown
+    assert artifacts[METRICS_KEY].type == "table"
+    rows = json.loads(artifacts[METRICS_KEY].data)
+    assert {"metric": "P@1"}.items() <= rows[0].items() and set(rows[0]) == {
+        "metric", "train", "test", "champion",
+    }  # fmt: skip
+
+
+def test_diagnostics_folder(run: tuple) -> None:
+    _, _, state = run
+    folder = Path(state.result()["diagnostics"])
+    summary = json.loads((folder / "diagnostics.json").read_text())
+    assert set(summary["k_curves"]) == set(SPLITS)
+    assert len(summary["beam_recall"]["test"]) == len(summary["training_loss"]["train"]) >= 2
+    for file in summary["plots"].values():
+        assert (folder / "plots" / file).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_disabled_tracking_logs_nothing(tmp_path: Path) -> None:
+    cfg = XmcConfig.load(None, [f"work_dir={tmp_path}", "tracking.enabled=false"])
+    assert log_training_run.fn(cfg, {}, {}, "unused", {}) == {}
+    assert not (tmp_path / "mlflow").exists()

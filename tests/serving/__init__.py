@@ -1,0 +1,1 @@
+"""Tests of packaging (MLflow pyfunc, registry URIs) and serving (HTTP)."""

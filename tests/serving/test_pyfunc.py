@@ -1,0 +1,149 @@
+"""The MLflow pyfunc model: registered, loaded back by URI, predicting like the model itself;
+and the resolution of model references (folders, models:/ URIs) to local model folders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow.exceptions import MlflowException
+
+from tests.serving.conftest import (
+    ALIAS,
+    MODEL_NAME,
+    Registry,
+    assert_same,
+    in_process,
+    tracking,
+)
+from xmc_core.errors import InputError
+from xmc_core.serving import resolve
+from xmc_core.serving.pyfunc import XmcPyfuncModel, input_texts, predict_frame
+from xmc_core.serving.resolve import find_model_folder, local_model_dir
+from xmc_core.text_model import XmcModel
+
+
+@pytest.fixture(scope="module")
+def pyfunc(registry: Registry) -> mlflow.pyfunc.PyFuncModel:
+    with tracking(registry.uri):
+        return mlflow.pyfunc.load_model(f"models:/{MODEL_NAME}/1")
+
+
+def test_registered_model_predicts_like_the_model(
+    pyfunc: mlflow.pyfunc.PyFuncModel, tiny_model: XmcModel, sample_texts: list[str]
+) -> None:
+    out = pyfunc.predict(pd.DataFrame({"text": sample_texts}))
+    assert list(out.columns) == ["labels", "scores"] and len(out) == len(sample_texts)
+    for row, want in zip(out.itertuples(), in_process(tiny_model, sample_texts), strict=True):
+        assert_same(row.labels, row.scores, want)
+    assert any(len(labels) > 1 for labels in out["labels"])
+
+
+def test_params_topk_and_beam_size_are_honoured(
+    pyfunc: mlflow.pyfunc.PyFuncModel, tiny_model: XmcModel, sample_texts: list[str]
+) -> None:
+    params = pyfunc.metadata.get_params_schema().to_dict()
+    defaults = tiny_model.ranker.predict_cfg
+    assert {p["name"]: p["default"] for p in params} == {
+        "topk": defaults.topk,
+        "beam_size": defaults.beam_size,
+    }
+    out = pyfunc.predict(pd.DataFrame({"text": sample_texts}), params={"topk": 2, "beam_size": 1})
+    assert max(len(labels) for labels in out["labels"]) == 2
+    want = in_process(tiny_model, sample_texts, topk=2, beam=1)
+    for row, expected in zip(out.itertuples(), want, strict=True):
+        assert_same(row.labels, row.scores, expected)
+
+
+def test_missing_text_column_and_bad_values_are_refused(
+    pyfunc: mlflow.pyfunc.PyFuncModel, tiny_model: XmcModel
+) -> None:
+    with pytest.raises(MlflowException, match="text"):
+        pyfunc.predict(pd.DataFrame({"body": ["a document"]}))
+    with pytest.raises(InputError, match="no 'text' column"):
+        input_texts(pd.DataFrame({"body": ["a document"]}))
+    with pytest.raises(InputError, match="row 1: text is a int"):
+        input_texts(["fine", 3])
+    with pytest.raises(InputError, match="topk=0"):
+        XmcPyfuncModel.predict(_loaded(tiny_model), None, ["x"], {"topk": 0})
+
+
+def test_blank_texts_get_empty_predictions_and_other_input_forms_work(
+    pyfunc: mlflow.pyfunc.PyFuncModel, tiny_model: XmcModel
+) -> None:
+    texts = ["", TEXT, None, "   "]
+    out = pyfunc.predict(pd.DataFrame({"text": texts}))
+    assert [len(x) for x in out["labels"]] == [0, len(in_process(tiny_model, [TEXT])[0]), 0, 0]
+    assert_same(out["labels"][1], out["scores"][1], in_process(tiny_model, [TEXT])[0])
+    frame = predict_frame(tiny_model, input_texts({"text": [TEXT]}), None, None)
+    assert frame.to_dict("list") == predict_frame(tiny_model, input_texts(TEXT), None, None).to_dict(
+        "list"
+    )
+
+
+TEXT = "a short document about nothing in particular"
+
+
+def _loaded(model: XmcModel) -> XmcPyfuncModel:
+    wrapper = XmcPyfuncModel()
+    wrapper.model = model
+    return wrapper
+
+
+def test_alias_resolves_to_a_cached_local_folder_and_follows_a_moved_alias(
+    registry: Registry, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = local_model_dir(f"models:/{MODEL_NAME}@{ALIAS}", registry.cfg)
+    assert folder.is_relative_to(registry.cfg.mlflow_dir() / resolve.CACHE_DIR_NAME)
+    assert (folder / "meta.json").read_bytes() == (tiny_model_dir / "meta.json").read_bytes()
+    assert local_model_dir(f"models:/{MODEL_NAME}/1", registry.cfg) == folder
+
+    def no_download(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the cached copy should have been used")
+
+    monkeypatch.setattr(mlflow.artifacts, "download_artifacts", no_download)
+    assert local_model_dir(f"models:/{MODEL_NAME}@{ALIAS}", registry.cfg) == folder
+    monkeypatch.undo()
+
+    with tracking(registry.uri):
+        client = mlflow.MlflowClient()
+        version = mlflow.register_model(registry.model_uri, MODEL_NAME).version
+        client.set_registered_model_alias(MODEL_NAME, ALIAS, version)
+    try:
+        moved = local_model_dir(f"models:/{MODEL_NAME}@{ALIAS}", registry.cfg)
+        assert moved != folder and moved.parent.parent.name != folder.parent.parent.name
+        assert local_model_dir(f"models:/{MODEL_NAME}/latest", registry.cfg) == moved
+    finally:
+        with tracking(registry.uri):
+            client.set_registered_model_alias(MODEL_NAME, ALIAS, "1")
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("models:/no-such-model@champion", "no registered model named 'no-such-model'"),
+        (f"models:/{MODEL_NAME}@no-such-alias", "has no alias 'no-such-alias'"),
+        (f"models:/{MODEL_NAME}/99", "has no version 99"),
+        (f"models:/{MODEL_NAME}/Production", "not a version number"),
+        ("runs:/0123456789abcdef/model", "no run 0123456789abcdef"),
+    ],
+)
+def test_unknown_references_are_input_errors(registry: Registry, uri: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as err:
+        local_model_dir(uri, registry.cfg)
+    assert err.value.fix
+
+
+def test_local_folders(tiny_model_dir: Path, tmp_path: Path, registry: Registry) -> None:
+    assert local_model_dir(tiny_model_dir, registry.cfg) == tiny_model_dir
+    assert local_model_dir(str(tiny_model_dir), registry.cfg) == tiny_model_dir
+    shutil.copytree(tiny_model_dir, tmp_path / "mlflow-model" / "artifacts" / "model")
+    assert find_model_folder(tmp_path / "mlflow-model") == tmp_path / "mlflow-model" / "artifacts" / "model"
+    with pytest.raises(InputError, match="no such model folder"):
+        local_model_dir(tmp_path / "missing", registry.cfg)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="holds no xmc model"):
+        local_model_dir(tmp_path / "empty", registry.cfg)

@@ -1,0 +1,322 @@
+"""Gated promotion, manual promotion, rollback and their concurrency, on a SQLite registry;
+and the raw-text evaluation the gate compares versions with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+
+from tests.serving.registry_fixtures import (
+    ALIAS,
+    NAME,
+    Template,
+    fresh_registry,
+    gate_dataset,
+    gate_models,
+    gate_template,
+    registry_config,
+)
+from xmc_core.config import EvalConfig, XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.errors import InputError, XmcError
+from xmc_core.features.labels import LabelIndex
+from xmc_core.metrics import evaluate
+from xmc_core.pipeline import evaluate_model, featurize_split
+from xmc_core.serving import registry
+from xmc_core.serving.evaluation import (
+    evaluate_on_dataset,
+    evaluate_on_texts,
+    evaluate_scores,
+    train_label_counts,
+)
+from xmc_core.serving.registry import (
+    champion_version,
+    format_decision,
+    promote_gated,
+    promote_version,
+    rollback,
+)
+from xmc_core.text_model import XmcModel
+
+__all__ = ["gate_dataset", "gate_models", "gate_template"]  # fixtures used by name
+ROOT = Path(__file__).resolve().parents[2]
+P = "xmc.promotion."
+
+
+@pytest.fixture
+def cfg(gate_template: Template, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> XmcConfig:
+    """A private registry; no global or environment tracking URI; cwd in tmp (stray stores
+    would land there and fail :func:`no_stray_store`)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
+    return fresh_registry(gate_template, tmp_path)
+
+
+def client(cfg: XmcConfig) -> mlflow.MlflowClient:
+    return mlflow.MlflowClient(tracking_uri=cfg.tracking_uri(), registry_uri=cfg.tracking_uri())
+
+
+def tags(cfg: XmcConfig, version: str) -> dict[str, str]:
+    return client(cfg).get_model_version(NAME, version).tags
+
+
+def holders(cfg: XmcConfig) -> list[str]:
+    """Every version that carries the alias (must be exactly one once promoted)."""
+    versions = client(cfg).search_model_versions(f"name = '{NAME}'")
+    return sorted(str(v.version) for v in versions if ALIAS in v.aliases)
+
+
+def no_stray_store(cwd: Path) -> None:
+    assert not (cwd / "mlflow.db").exists() and not (cwd / "mlruns").exists()
+
+
+# ---- evaluation from raw text ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["good", "worse"])
+def test_raw_text_evaluation_equals_featurized_when_all_labels_known(
+    kind: str, gate_models: dict[str, Path], gate_dataset: Path
+) -> None:
+    corpus = Corpus(gate_dataset)
+    assert corpus.manifest.unseen_test_labels == 0
+    eval_cfg = EvalConfig()
+    got = evaluate_on_dataset(gate_models[kind], gate_dataset, "test", eval_cfg)
+    model = XmcModel.load(gate_models[kind])
+    want = evaluate_model(model, featurize_split(corpus, "test", model), eval_cfg)
+    assert set(got) == set(want) and {k.split("@")[0] for k in got} == {"P", "nDCG", "R", "PSP"}
+    assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_unknown_true_labels_count_as_misses(
+    gate_models: dict[str, Path], gate_dataset: Path
+) -> None:
+    model = XmcModel.load(gate_models["good"])
+    table = Corpus(gate_dataset).read_split("test", ["text", "labels"])
+    texts = table.column("text").to_pylist()
+    lists = table.column("labels").to_pylist()
+    extended = [[*names, "zz/unknown"] if i < 30 else names for i, names in enumerate(lists)]
+    eval_cfg = EvalConfig()
+    got = evaluate_on_texts(model, texts, extended, eval_cfg)
+    Y, unknown = model.labels.encode(pa.array(lists, type=pa.list_(pa.string())))
+    assert unknown == 0
+    scores = model.predict(texts, topk=max(*eval_cfg.ks, model.ranker.predict_cfg.topk))
+    n_missing = [1 if i < 30 else 0 for i in range(len(lists))]
+    with_missing = evaluate(Y, scores, eval_cfg, n_missing=np.array(n_missing))
+    known_only = evaluate(Y, scores, eval_cfg)
+    for k in eval_cfg.ks:
+        assert got[f"P@{k}"] == pytest.approx(known_only[f"P@{k}"])
+        assert got[f"R@{k}"] == pytest.approx(with_missing[f"R@{k}"])
+        assert got[f"R@{k}"] < known_only[f"R@{k}"]
+        assert got[f"nDCG@{k}"] <= known_only[f"nDCG@{k}"] + 1e-12
+    assert got["nDCG@5"] < known_only["nDCG@5"]
+    assert "PSP@1" not in got  # no propensities given
+
+
+def test_unknown_labels_by_hand() -> None:
+    """Two docs, labels a, b known; doc 0 also has x (unknown). Ranked: doc 0 a > b,
+    doc 1 a > b (its label is b)."""
+    scores = sp.csr_matrix([[0.9, 0.5], [0.9, 0.5]])
+    got = evaluate_scores(
+        LabelIndex(["a", "b"]), scores, [["a", "x"], ["b"]], EvalConfig(ks=[1, 3]),
+        {"a": 5, "b": 1, "x": 2}, 10,
+    )  # fmt: skip
+    assert got["P@1"] == pytest.approx(0.5)
+    assert got["R@1"] == pytest.approx((1 / 2 + 0) / 2)
+    discount = 1 / 1.584962500721156  # 1 / log2(3)
+    assert got["nDCG@3"] == pytest.approx((1 / (1 + discount) + discount) / 2)
+    assert 0 < got["PSP@1"] < 1
+
+
+def test_train_label_counts_by_name(gate_dataset: Path, gate_models: dict[str, Path]) -> None:
+    counts, n_train = train_label_counts(Corpus(gate_dataset))
+    model = XmcModel.load(gate_models["good"])
+    assert n_train == model.n_train_docs
+    names = model.labels.names.to_pylist()
+    assert [counts.get(n, 0) for n in names] == model.label_counts.tolist()
+
+
+def test_evaluation_rejects_an_unknown_split(gate_models: dict, gate_dataset: Path) -> None:
+    with pytest.raises(InputError, match="no split 'dev'"):
+        evaluate_on_dataset(gate_models["good"], gate_dataset, "dev", EvalConfig())
+
+
+# ---- gated promotion ---------------------------------------------------------------------
+
+
+def test_gate_first_better_worse(
+    cfg: XmcConfig, gate_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evaluated: list[Path] = []
+
+    def counting(model_dir: Path, *args: object) -> dict[str, float]:
+        evaluated.append(model_dir)
+        return evaluate_on_dataset(model_dir, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry, "evaluate_on_dataset", counting)
+    first = promote_gated(cfg, "1", gate_dataset)
+    assert first.promoted and first.reason == "no champion" and first.previous is None
+    assert champion_version(cfg) == "1"
+    better = promote_gated(cfg, "2", gate_dataset)
+    assert better.promoted and better.previous == "1"
+    assert better.new_value > better.champion_value + cfg.registry.margin
+    assert holders(cfg) == ["2"]
+    worse = promote_gated(cfg, "3", gate_dataset)
+    assert not worse.promoted and worse.previous == "2" and champion_version(cfg) == "2"
+    assert worse.new_value == pytest.approx(first.new_value)
+    assert worse.champion_value == pytest.approx(better.new_value)
+    assert len(evaluated) == 3  # the champion's figures came from its cached tag
+    t = tags(cfg, "3")
+    assert t[P + "decision"] == "rejected" and t[P + "champion_version"] == "2"
+    assert float(t[P + "new"]) == pytest.approx(worse.new_value)
+    assert float(t[P + "champion"]) == pytest.approx(better.new_value)
+    assert t[P + "metric"] == "P@1" and float(t[P + "margin"]) == cfg.registry.margin
+    assert "< margin" in t[P + "reason"] and t[P + "at"] == worse.at
+    assert tags(cfg, "2")[P + "decision"] == "promoted"
+    assert "xmc.eval.test" in tags(cfg, "2")
+    text = format_decision(worse)
+    assert "version 3 not promoted" in text and f"{100 * worse.new_value:.2f}%" in text
+    assert f"{100 * worse.champion_value:.2f}%" in text
+    no_stray_store(tmp_path)
+
+
+def test_margin_is_respected(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path) -> None:
+    promote_version(cfg, "2")
+    same = promote_gated(cfg, "4", gate_dataset)  # same model as 2: zero gain
+    assert not same.promoted and same.new_value == pytest.approx(same.champion_value)
+    assert champion_version(cfg) == "2"
+    no_margin = registry_config(tmp_path, "registry.margin=0")
+    tie = promote_gated(no_margin, "4", gate_dataset)
+    assert tie.promoted and champion_version(cfg) == "4" and holders(cfg) == ["4"]
+    again = promote_gated(no_margin, "4", gate_dataset)
+    assert not again.promoted and "already holds" in again.reason
+
+
+def test_manual_promotion_and_rollback(cfg: XmcConfig) -> None:
+    with pytest.raises(XmcError, match="nothing to roll back"):
+        rollback(cfg)
+    first = promote_version(cfg, "3")
+    assert first.kind == "manual" and first.promoted and first.previous is None
+    second = promote_version(cfg, "1")
+    assert second.previous == "3" and tags(cfg, "1")[P + "kind"] == "manual"
+    back = rollback(cfg)
+    assert back.kind == "rollback" and back.version == "3" and back.previous == "1"
+    assert champion_version(cfg) == "3" and holders(cfg) == ["3"]
+    assert tags(cfg, "3")["xmc.rollback.from"] == "1"
+    assert "rolled xmc-gate@champion back to version 3" in format_decision(back)
+    with pytest.raises(XmcError, match="no previous holder"):
+        rollback(cfg)
+    with pytest.raises(InputError, match=r"no version 99 \(its versions: 1, 2, 3, 4\)"):
+        promote_version(cfg, "99")
+    with pytest.raises(InputError, match="not a version number"):
+        promote_version(cfg, "latest")
+
+
+# ---- concurrency ---------------------------------------------------------------------------
+
+
+def assert_better_won(cfg: XmcConfig) -> None:
+    """Exactly one holder, the better version 2; the worse version 3 says why it lost."""
+    assert holders(cfg) == ["2"] and champion_version(cfg) == "2"
+    t = tags(cfg, "3")
+    assert t[P + "decision"] == "rejected" and "< margin" in t[P + "reason"]
+    assert float(t[P + "new"]) < float(t[P + "champion"])
+
+
+def test_concurrent_promotions_in_threads(cfg: XmcConfig, gate_dataset: Path) -> None:
+    promote_version(cfg, "1")
+    start = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def run(version: str) -> None:
+        start.wait()
+        try:
+            results[version] = promote_gated(cfg, version, gate_dataset)
+        except Exception as err:  # noqa: BLE001 - reported below
+            results[version] = err
+
+    threads = [threading.Thread(target=run, args=(v,)) for v in ("3", "2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert all(isinstance(r, registry.Decision) for r in results.values()), results
+    assert_better_won(cfg)
+
+
+def test_concurrent_promotions_in_processes(
+    cfg: XmcConfig, gate_dataset: Path, tmp_path: Path
+) -> None:
+    promote_version(cfg, "1")
+    script = (
+        "import sys; from pathlib import Path; from xmc_core.config import XmcConfig;"
+        "from xmc_core.serving.registry import promote_gated, format_decision;"
+        "cfg = XmcConfig.load(None, sys.argv[3:]);"
+        "print(format_decision(promote_gated(cfg, sys.argv[1], Path(sys.argv[2]))))"
+    )
+    sets = [f"work_dir={cfg.work_dir}", f"tracking.uri={cfg.tracking_uri()}"]
+    sets.append(f"registry.model_name={NAME}")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, v, str(gate_dataset), *sets],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
+        )  # fmt: skip
+        for v in ("3", "2")
+    ]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert_better_won(cfg)
+    no_stray_store(tmp_path)
+
+
+# ---- CLI and Prefect task ----------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_cli_promote_and_rollback(cfg: XmcConfig, tmp_path: Path) -> None:
+    sets = ["--set", f"work_dir={cfg.work_dir}", "--set", f"tracking.uri={cfg.tracking_uri()}"]
+    sets += ["--set", f"registry.model_name={NAME}"]
+
+    def xmc(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "xmc_core.cli", *args, *sets]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env())
+
+    promote_version(cfg, "1")
+    out = xmc("promote", "2")
+    assert out.returncode == 0, out.stderr
+    assert "promoted version 2 to xmc-gate@champion by hand (was version 1)" in out.stdout
+    back = xmc("rollback")
+    assert back.returncode == 0, back.stderr
+    assert "rolled xmc-gate@champion back to version 1 (was version 2)" in back.stdout
+    assert champion_version(cfg) == "1"
+    bad = xmc("promote", "99")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "has no version 99 (its versions: 1, 2, 3, 4)" in bad.stderr and "fix:" in bad.stderr
+
+
+def test_prefect_task(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path) -> None:
+    from prefect.logging import disable_run_logger
+
+    from tasks.registry import promote_candidate
+
+    off = registry_config(tmp_path, "registry.promote=false")
+    with disable_run_logger():
+        skipped = promote_candidate.fn(off, "2", str(gate_dataset))
+        assert skipped["promoted"] is False and champion_version(cfg) is None
+        done = promote_candidate.fn(cfg, "2", str(gate_dataset))
+    assert done["promoted"] is True and done["kind"] == "gated" and done["version"] == "2"
+    assert champion_version(cfg) == "2"

@@ -1,0 +1,195 @@
+"""Diagnostics of a trained model beyond the headline metrics: what to look at when it is off.
+
+- :func:`k_curves`: P@k and nDCG@k for every k up to ``kmax`` (where does precision fall off?).
+- :func:`beam_recall_per_level`: per tree level, the share of relevant (doc, node) pairs whose
+  node survives the beam (a low value at level t means the beam loses labels there, and no
+  ranker below can recover them).
+- :func:`training_loss_per_level`: per tree level, the ranker loss over the level's
+  teacher-forced (doc, node) pairs (train vs test: over-fitting per level).
+- :func:`matcher_loss_history`: XR-Transformer's matcher loss curve per level, read from the
+  checkpoints' ``meta.json`` (no torch).
+
+Everything is plain numpy / scipy on a loaded :class:`XRLinearModel`; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.artifacts import read_meta
+from xmc_core.config import RankerConfig
+from xmc_core.linear.beam import beam_to_csr, root_beam, score_level
+from xmc_core.linear.levels import binarize, level_targets
+from xmc_core.linear.model import XRLinearModel
+from xmc_core.metrics import Predictions, ndcg_at_k, precision_at_k
+
+PRODUCTS_PER_CHUNK = 1 << 22
+"""Soft cap on the multiply-adds (and so on the nonzeros) of one chunk's score product."""
+
+
+def k_curves(Y_true: sp.spmatrix, scores: Predictions, kmax: int) -> dict[str, list]:
+    """P@k and nDCG@k for k = 1..kmax.
+
+    ``Y_true``: csr (n_docs, n_labels) binary; ``scores``: csr (n_docs, n_labels) or ranked ids
+    (n_docs, k'), see :func:`xmc_core.metrics.ranked_labels`. Returns ``{"k": [1..kmax],
+    "P": [...], "nDCG": [...]}``, fractions in [0, 1].
+    """
+    if kmax < 1:
+        raise ValueError(f"kmax={kmax} must be >= 1")
+    ks = list(range(1, kmax + 1))
+    precision = precision_at_k(Y_true, scores, ks)
+    ndcg = ndcg_at_k(Y_true, scores, ks)
+    return {"k": ks, "P": [precision[k] for k in ks], "nDCG": [ndcg[k] for k in ks]}
+
+
+def beam_recall_per_level(
+    ranker: XRLinearModel, X: sp.csr_matrix, Y: sp.csr_matrix, beam_size: int
+) -> list[float]:
+    """Per ranker level t: |relevant (doc, node) pairs in the beam| / |relevant pairs|.
+
+    Runs the model's own beam search (its post-processor and bias) keeping ``beam_size`` nodes
+    at every level, the last one included (there: the recall of the labels in the top
+    ``beam_size``). ``X``: csr (n_docs, n_features) the model's input; ``Y``: csr (n_docs,
+    n_labels). A node is relevant when it covers a relevant label. Returns one fraction per
+    level (0.0 for a level without relevant pairs).
+    """
+    _check_inputs(ranker, X, Y)
+    if beam_size < 1:
+        raise ValueError(f"beam_size={beam_size} must be >= 1")
+    targets = level_targets(sp.csr_matrix(Y), ranker.tree_.C)
+    post, bias = ranker.predict_cfg.post_processor, ranker.ranker.bias
+    ids, scores = root_beam(X.shape[0])
+    recalls = []
+    for t, level in enumerate(ranker.chunks_):
+        ids, scores = score_level(X, level, ids, scores, beam_size, post, bias)
+        kept = binarize(beam_to_csr(ids, np.ones_like(scores), level.n_nodes))
+        relevant = targets[t]
+        found = relevant.multiply(kept).sum()
+        recalls.append(float(found / relevant.nnz) if relevant.nnz else 0.0)
+    return recalls
+
+
+def training_loss_per_level(
+    ranker: XRLinearModel,
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    cfg: RankerConfig | None = None,
+    products_per_chunk: int = PRODUCTS_PER_CHUNK,
+) -> list[float]:
+    """Per ranker level: the mean loss over its teacher-forced (doc, node) pairs.
+
+    The pairs of level t are (i, j) with j a child of one of document i's relevant parents
+    (every node of level 0); the label is +1 when j is relevant to i, else -1, and the score
+    ``x_i . W[:-1, j] + bias * W[-1, j]`` with the saved weights. The loss is ``cfg.loss``
+    (default: the model's): squared hinge ``max(0, 1 - y s)^2`` or logistic
+    ``log(1 + exp(-y s))``, unweighted (no Cp/Cn, no regularizer). ``X``: csr (n_docs,
+    n_features); ``Y``: csr (n_docs, n_labels). Documents are processed in chunks of at most
+    ``products_per_chunk`` multiply-adds, so memory stays bounded. 0.0 for a level without pairs.
+    """
+    _check_inputs(ranker, X, Y)
+    loss = (cfg or ranker.ranker).loss
+    X = sp.csr_matrix(X, dtype=np.float32)
+    Y = sp.csr_matrix(Y)
+    C = ranker.tree_.C
+    feature_weights = [sp.csr_matrix(W[:-1]) for W in ranker.weights_]
+    biases = [ranker.ranker.bias * W[-1].toarray().ravel() for W in ranker.weights_]
+    totals = np.zeros(len(C))
+    counts = np.zeros(len(C), dtype=np.int64)
+    for rows in _chunks(X, feature_weights, products_per_chunk):
+        targets = level_targets(Y[rows], C)
+        for t in range(len(C)):
+            pairs = _teacher_forced_pairs(targets, C, t)
+            scores = _pair_scores(X[rows], feature_weights[t], biases[t], pairs)
+            y = 2.0 * _lookup(targets[t], pairs) - 1.0
+            totals[t] += _loss(scores * y, loss).sum()
+            counts[t] += pairs.nnz
+    return [float(s / n) if n else 0.0 for s, n in zip(totals, counts, strict=True)]
+
+
+def matcher_loss_history(
+    checkpoint_dirs: Sequence[str | Path],
+) -> dict[int, list[tuple[int, float]]]:
+    """The training loss of every matcher level: ``{level: [(step, loss), ...]}``.
+
+    Read from each checkpoint folder's ``meta.json`` (``history.records``, one record every
+    ``matcher.eval_every`` steps, ``loss`` the mean since the previous record). Levels are the
+    tree levels the checkpoints were trained at; a level trained for 0 steps has an empty list.
+    """
+    history: dict[int, list[tuple[int, float]]] = {}
+    for folder in checkpoint_dirs:
+        meta = read_meta(Path(folder), "MatcherLevel", verify=False)
+        records = meta.get("history", {}).get("records", [])
+        history[int(meta["level"])] = [
+            (int(r["step"]), float(r["loss"])) for r in records if "loss" in r
+        ]
+    return dict(sorted(history.items()))
+
+
+def _check_inputs(ranker: XRLinearModel, X: sp.spmatrix, Y: sp.spmatrix) -> None:
+    if X.shape[1] != ranker.n_features_:
+        raise ValueError(f"X has {X.shape[1]} features, the model {ranker.n_features_}")
+    if Y.shape != (X.shape[0], ranker.n_labels):
+        raise ValueError(f"Y has shape {Y.shape}, expected ({X.shape[0]}, {ranker.n_labels})")
+
+
+def _chunks(X: sp.csr_matrix, weights: list[sp.csr_matrix], budget: int) -> Iterator[np.ndarray]:
+    """Consecutive row ranges of X whose score products cost at most ``budget`` (>= 1 row).
+
+    A document's cost is the number of multiply-adds of ``x @ W`` summed over the levels:
+    for each of its features, the nonzeros of that feature's row in every W.
+    """
+    row_nnz = sum(np.diff(W.indptr) for W in weights)
+    pattern = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
+    cost = pattern @ row_nnz.astype(np.float64) + sum(W.shape[1] for W in weights)
+    start, total = 0, 0.0
+    for i, c in enumerate(cost):
+        if i > start and total + c > budget:
+            yield np.arange(start, i)
+            start, total = i, 0.0
+        total += c
+    if start < X.shape[0]:
+        yield np.arange(start, X.shape[0])
+
+
+def _teacher_forced_pairs(
+    targets: list[sp.csr_matrix], C: list[sp.csr_matrix], t: int
+) -> sp.csr_matrix:
+    """csr (n_docs, K_{t+1}) binary, canonical: the nodes whose parent is relevant."""
+    root = sp.csr_matrix(np.ones((targets[0].shape[0], 1), dtype=np.float32))
+    parents = root if t == 0 else targets[t - 1]
+    pairs = binarize(parents @ sp.csr_matrix(C[t]).T)
+    pairs.sort_indices()
+    return pairs
+
+
+def _lookup(M: sp.csr_matrix, pairs: sp.csr_matrix) -> np.ndarray:
+    """Values of ``M`` at the stored entries of canonical ``pairs`` (0 where M has none)."""
+    M = sp.csr_matrix(M, copy=True)
+    M.sum_duplicates()
+    n_cols = M.shape[1]
+    if M.nnz == 0 or pairs.nnz == 0:
+        return np.zeros(pairs.nnz)
+    m_keys = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr)) * n_cols
+    m_keys += M.indices
+    p_keys = np.repeat(np.arange(pairs.shape[0], dtype=np.int64), np.diff(pairs.indptr)) * n_cols
+    p_keys += pairs.indices
+    at = np.minimum(np.searchsorted(m_keys, p_keys), len(m_keys) - 1)
+    return np.where(m_keys[at] == p_keys, M.data[at], 0.0).astype(np.float64)
+
+
+def _pair_scores(
+    X: sp.csr_matrix, W: sp.csr_matrix, bias: np.ndarray, pairs: sp.csr_matrix
+) -> np.ndarray:
+    """Scores (n_pairs,) of the pairs: ``X @ W`` (csr (n, d) @ csr (d, K)) plus ``bias`` (K,)."""
+    return _lookup(X @ W, pairs) + bias[pairs.indices]
+
+
+def _loss(margins: np.ndarray, kind: str) -> np.ndarray:
+    """Per-pair loss of margins ``y * s``."""
+    if kind == "logistic":
+        return np.logaddexp(0.0, -margins)
+    return np.square(np.maximum(0.0, 1.0 - margins))

@@ -1,0 +1,149 @@
+"""PNG plots of a run's diagnostics (:mod:`xmc_core.diagnostics`, metrics by label frequency).
+
+Every function takes plain data (lists, dicts of floats) and a target path, writes the PNG
+atomically and returns the path. matplotlib is imported lazily and drawn with its Agg canvas
+directly (no pyplot, no global backend switch), so plotting is safe in worker threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xmc_core.atomic import atomic_file
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+DPI = 100
+
+
+def plot_k_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path) -> Path:
+    """P@k and nDCG@k against k, one line per split.
+
+    ``curves``: ``{split: {"k": [...], "P": [...], "nDCG": [...]}}`` (see
+    :func:`xmc_core.diagnostics.k_curves`); values are fractions, drawn in percent.
+    """
+    fig, axes = _figure(1, 2, (10, 4))
+    for ax, metric in zip(axes, ("P", "nDCG"), strict=True):
+        for split, curve in curves.items():
+            ax.plot(curve["k"], [100 * v for v in curve[metric]], marker="o", label=split)
+        ax.set(title=f"{metric}@k", xlabel="k", ylabel=f"{metric}@k (%)")
+        _integer_ticks(ax)
+        _finish(ax, bool(curves))
+    return _save(fig, path)
+
+
+def plot_recall_by_frequency(
+    buckets: Mapping[str, Sequence[Mapping[str, Any]]], k: int, path: str | Path
+) -> Path:
+    """R@k of the relevant (doc, label) pairs per training-frequency bucket of the label.
+
+    ``buckets``: ``{split: [{"lo", "hi", "n_labels", "n_relevant_pairs", "recall"}, ...]}``
+    (see :func:`xmc_core.metrics.recall_by_frequency`), the same buckets for every split.
+    Grouped bars, one group per bucket, one bar per split.
+    """
+    fig, axes = _figure(1, 1, (8, 4))
+    ax = axes[0]
+    splits = list(buckets)
+    names = [_bucket_name(b) for b in (buckets[splits[0]] if splits else [])]
+    width = 0.8 / max(len(splits), 1)
+    for s, split in enumerate(splits):
+        xs = [i + (s - (len(splits) - 1) / 2) * width for i in range(len(names))]
+        ax.bar(xs, [100 * b["recall"] for b in buckets[split]], width, label=split)
+    ax.set_xticks(range(len(names)), names)
+    ax.set(
+        title=f"R@{k} by label frequency in train",
+        xlabel="training documents per label",
+        ylabel=f"R@{k} (%)",
+        ylim=(0, 100),
+    )
+    _finish(ax, bool(splits))
+    return _save(fig, path)
+
+
+def plot_beam_recall(
+    per_level: Mapping[str, Sequence[float]], beam_size: int, path: str | Path
+) -> Path:
+    """Beam recall per tree level, one line per split (``{split: [fraction per level]}``)."""
+    fig, axes = _figure(1, 1, (6, 4))
+    ax = axes[0]
+    for split, values in per_level.items():
+        ax.plot(range(len(values)), [100 * v for v in values], marker="o", label=split)
+    ax.set(
+        title=f"relevant nodes kept in the beam (beam size {beam_size})",
+        xlabel="tree level",
+        ylabel="beam recall (%)",
+        ylim=(0, 105),
+    )
+    _integer_ticks(ax)
+    _finish(ax, bool(per_level))
+    return _save(fig, path)
+
+
+def plot_training_loss(
+    per_level: Mapping[str, Sequence[float]], loss: str, path: str | Path
+) -> Path:
+    """Mean ranker loss per tree level over teacher-forced pairs, one line per split."""
+    fig, axes = _figure(1, 1, (6, 4))
+    ax = axes[0]
+    for split, values in per_level.items():
+        ax.plot(range(len(values)), list(values), marker="o", label=split)
+    ax.set(title=f"ranker {loss} loss per level", xlabel="tree level", ylabel="mean loss")
+    _integer_ticks(ax)
+    _finish(ax, bool(per_level))
+    return _save(fig, path)
+
+
+def plot_matcher_loss(history: Mapping[int, Sequence[tuple[int, float]]], path: str | Path) -> Path:
+    """XR-Transformer matcher loss against step, one line per tree level
+    (``{level: [(step, loss), ...]}``, see :func:`xmc_core.diagnostics.matcher_loss_history`)."""
+    fig, axes = _figure(1, 1, (6, 4))
+    ax = axes[0]
+    for level, points in history.items():
+        if points:
+            steps, losses = zip(*points, strict=True)
+            ax.plot(steps, losses, marker=".", label=f"level {level}")
+    ax.set(title="matcher training loss", xlabel="step", ylabel="loss")
+    _finish(ax, any(history.values()))
+    return _save(fig, path)
+
+
+def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Figure, list[Axes]]:
+    """A figure on its own Agg canvas (no pyplot state) and its axes, flattened."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    return fig, list(axes.ravel())
+
+
+def _finish(ax: Axes, has_data: bool) -> None:
+    ax.grid(True, alpha=0.3)
+    if has_data:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+
+
+def _integer_ticks(ax: Axes) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _bucket_name(bucket: Mapping[str, Any]) -> str:
+    lo, hi = bucket["lo"], bucket["hi"]
+    span = f">={lo}" if hi is None else (str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}")
+    return f"{span}\n{bucket['n_labels']} labels"
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
+    return path

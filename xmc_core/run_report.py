@@ -1,0 +1,245 @@
+"""The report of one training run, built from plain data: Markdown for people, a table for UIs.
+
+Sections: dataset (the corpus manifest), metrics per split against the registered champion,
+the promotion decision, diagnostics per tree level, stage timings, plots and the MLflow run.
+Nothing here reads files or talks to a server; the caller gathers the data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SPLITS = ("train", "test")
+_METRIC = re.compile(r"(.+)@(\d+)")
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """``markdown``: the whole report; ``table``: one row per metric (metric, train, test,
+    champion), values fractions in [0, 1] or None."""
+
+    markdown: str
+    table: list[dict[str, Any]]
+
+
+def metrics_table(
+    metrics: Mapping[str, Mapping[str, float]],
+    champion: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per metric name: ``{"metric", "train", "test", "champion"}`` (None if absent).
+
+    ``metrics``: ``{split: {"P@1": 0.8, ...}}``; ``champion``: the champion's metrics on the
+    same held-out documents. Rows are ordered by metric family (first seen), then k.
+    """
+    names: list[str] = []
+    for split_metrics in metrics.values():
+        names += [n for n in split_metrics if n not in names]
+    names += [n for n in champion or {} if n not in names]
+    families = list(dict.fromkeys(_family(n)[0] for n in names))
+    names.sort(key=lambda n: (families.index(_family(n)[0]), _family(n)[1]))
+    return [
+        {
+            "metric": name,
+            **{split: _get(metrics.get(split), name) for split in SPLITS},
+            "champion": _get(champion, name),
+        }
+        for name in names
+    ]
+
+
+def champion_metrics(decision: Mapping[str, Any] | None) -> dict[str, float]:
+    """What a promotion decision says about the champion: ``{metric: champion_value}``."""
+    if not decision or decision.get("champion_value") is None:
+        return {}
+    return {str(decision["metric"]): float(decision["champion_value"])}
+
+
+def build_report(
+    title: str,
+    metrics: Mapping[str, Mapping[str, float]],
+    manifest: Mapping[str, Any] | None = None,
+    timings: Mapping[str, float] | None = None,
+    decision: Mapping[str, Any] | None = None,
+    plots: Sequence[Mapping[str, str]] = (),
+    run: Mapping[str, Any] | None = None,
+    diagnostics: Mapping[str, Any] | None = None,
+    champion: Mapping[str, float] | None = None,
+) -> RunReport:
+    """The report of one run.
+
+    ``metrics``: ``{split: {name: value}}``; ``manifest``: the corpus ``manifest.json``;
+    ``timings``: wall seconds per stage; ``decision``: the promotion decision (keys model_name,
+    alias, version, previous, metric, new_value, champion_value, margin, promoted, reason), None
+    when the registry is off; ``plots``: ``[{"name", "local", "mlflow"}]`` paths;
+    ``run``: MLflow run fields (run_id, experiment_id, artifact_uri, model_uri, version,
+    tracking_uri, url), None when tracking is off; ``diagnostics``: ``diagnostics.json``;
+    ``champion``: the champion's metrics (default: the decision's champion value).
+    """
+    table = metrics_table(metrics, champion if champion is not None else champion_metrics(decision))
+    sections = [
+        f"# {title}",
+        _dataset_section(manifest),
+        _metrics_section(table),
+        _decision_section(decision),
+        _diagnostics_section(diagnostics),
+        _timings_section(timings),
+        _plots_section(plots),
+        _run_section(run),
+    ]
+    return RunReport("\n\n".join(s for s in sections if s) + "\n", table)
+
+
+def _dataset_section(manifest: Mapping[str, Any] | None) -> str:
+    if not manifest:
+        return ""
+    splits = manifest.get("splits", {})
+    rows = [
+        ("kind", manifest.get("kind")),
+        *((f"{s} documents", splits.get(s, {}).get("rows")) for s in SPLITS),
+        *((f"{s} label assignments", splits.get(s, {}).get("label_assignments")) for s in SPLITS),
+        ("labels", manifest.get("n_labels")),
+        ("test labels unseen in train", manifest.get("unseen_test_labels")),
+        ("features (bag of words)", manifest.get("n_features")),
+        ("fingerprint", _code(str(manifest.get("fingerprint", ""))[:16])),
+        ("created", manifest.get("created_at")),
+    ]
+    body = _table(["", "value"], [[name, value] for name, value in rows if value is not None])
+    return f"## Dataset\n\n{body}"
+
+
+def _metrics_section(table: list[dict[str, Any]]) -> str:
+    if not table:
+        return "## Metrics\n\nNo metrics."
+    show_champion = any(row["champion"] is not None for row in table)
+    header = ["metric (%)", *SPLITS] + (["champion", "test - champion"] if show_champion else [])
+    rows = []
+    for row in table:
+        cells = [row["metric"], *(_pct(row[s]) for s in SPLITS)]
+        if show_champion:
+            delta = None
+            if row["test"] is not None and row["champion"] is not None:
+                delta = row["test"] - row["champion"]
+            cells += [_pct(row["champion"]), _pct(delta, signed=True)]
+        rows.append(cells)
+    return f"## Metrics\n\n{_table(header, rows)}"
+
+
+def _decision_section(decision: Mapping[str, Any] | None) -> str:
+    if decision is None:
+        return "## Promotion\n\nModel registry disabled: no version registered, nothing promoted."
+    name, alias = decision.get("model_name"), decision.get("alias")
+    verdict = "**promoted**" if decision.get("promoted") else "**not promoted**"
+    head = f"Version {decision.get('version')} of `{name}`: {verdict} to `@{alias}`."
+    rows = [
+        ["metric", decision.get("metric")],
+        ["new version", _pct(decision.get("new_value"))],
+        ["champion", _pct(decision.get("champion_value"))],
+        ["required margin", _pct(decision.get("margin"))],
+        ["previous champion version", decision.get("previous")],
+        ["reason", decision.get("reason")],
+    ]
+    return f"## Promotion\n\n{head}\n\n{_table(['', 'value (%)'], rows)}"
+
+
+def _diagnostics_section(diagnostics: Mapping[str, Any] | None) -> str:
+    if not diagnostics:
+        return ""
+    beam = diagnostics.get("beam_recall", {})
+    loss = diagnostics.get("training_loss", {})
+    columns = [(f"beam recall {s} (%)", beam[s], True) for s in beam]
+    columns += [(f"{diagnostics.get('loss', 'loss')} {s}", loss[s], False) for s in loss]
+    if not columns:
+        return ""
+    depth = max(len(values) for _, values, _ in columns)
+    rows = [
+        [t, *(_level_value(values, t, pct) for _, values, pct in columns)] for t in range(depth)
+    ]
+    beam_size = diagnostics.get("beam_size")
+    note = f"Beam size {beam_size}; losses over teacher-forced pairs.\n\n" if beam_size else ""
+    return f"## Per tree level\n\n{note}{_table(['level', *(c for c, _, _ in columns)], rows)}"
+
+
+def _timings_section(timings: Mapping[str, float] | None) -> str:
+    if not timings:
+        return ""
+    ordered = sorted(timings.items(), key=lambda kv: (-kv[1], kv[0]))
+    rows = [[name, f"{seconds:.2f}"] for name, seconds in ordered]
+    rows.append(["**total**", f"**{sum(timings.values()):.2f}**"])
+    return (
+        f"## Stage timings\n\nCached stages take about 0 s.\n\n{_table(['stage', 'seconds'], rows)}"
+    )
+
+
+def _plots_section(plots: Sequence[Mapping[str, str]]) -> str:
+    if not plots:
+        return ""
+    rows = [
+        [p.get("name", ""), _code(p.get("mlflow", "")), _link(p.get("local", ""))] for p in plots
+    ]
+    return f"## Plots\n\n{_table(['plot', 'MLflow artifact', 'local file'], rows)}"
+
+
+def _run_section(run: Mapping[str, Any] | None) -> str:
+    if not run:
+        return "## MLflow\n\nTracking disabled."
+    rows = [
+        [
+            "run",
+            _link(run["url"], run.get("run_id")) if run.get("url") else _code(run.get("run_id")),
+        ],
+        ["experiment", run.get("experiment_id")],
+        ["tracking URI", _code(run.get("tracking_uri"))],
+        ["artifacts", _code(run.get("artifact_uri"))],
+        ["model", _code(run.get("model_uri"))],
+        ["registered version", run.get("version")],
+    ]
+    body = _table(["", "value"], [r for r in rows if r[1] not in (None, "", "``")])
+    return f"## MLflow\n\n{body}"
+
+
+def _family(name: str) -> tuple[str, int]:
+    match = _METRIC.fullmatch(name)
+    return (match[1], int(match[2])) if match else (name, 0)
+
+
+def _get(values: Mapping[str, float] | None, name: str) -> float | None:
+    if values is None or values.get(name) is None:
+        return None
+    return float(values[name])
+
+
+def _pct(value: Any, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int | float):
+        return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
+    return str(value)
+
+
+def _level_value(values: Sequence[float], t: int, pct: bool) -> str:
+    if t >= len(values):
+        return "-"
+    return _pct(values[t]) if pct else f"{values[t]:.4f}"
+
+
+def _code(text: Any) -> str:
+    return "" if text in (None, "") else f"`{text}`"
+
+
+def _link(target: str, text: Any = None) -> str:
+    return f"[{text or target}]({target})" if target else ""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table; ``|`` in cells is escaped."""
+
+    def cell(value: Any) -> str:
+        return "" if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |"]
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,301 @@
+"""Gated promotion, manual promotion and rollback of registered model versions (MLflow aliases).
+
+The serving alias (``registry.alias``, e.g. ``champion``) names exactly one version of
+``registry.model_name``. ``promote_gated`` evaluates a new version and the alias holder on the
+*same* held-out split of one dataset, from raw text (``serving.evaluation``), and moves the alias
+only when the new version's ``registry.metric`` is at least the holder's plus
+``registry.margin``. Every decision is recorded as tags on the version it concerns
+(``xmc.promotion.*``), each version's figures are cached as a tag (``xmc.eval.<split>``, keyed by
+the dataset fingerprint, the evaluation settings and the ``xmc_core`` code) so a champion is not
+re-evaluated, and the registered model keeps the alias's recent holders
+(``xmc.alias_history.<alias>``, JSON list, oldest first) for ``rollback``.
+
+Concurrency: every read-compare-set of the alias runs under an exclusive ``fcntl.flock`` on
+``<mlflow_dir>/locks/registry-<name>-<alias>.lock`` (threads and processes of one machine; a
+registry shared by several machines needs that folder on a shared file system). Inside the
+lock the holder is read again right before the alias is set (compare-and-set), and the alias is
+always overwritten in one call, never deleted first: there is never zero or two champions.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.errors import XmcError
+from xmc_core.fingerprint import code_fingerprint
+from xmc_core.serving.evaluation import evaluate_on_dataset
+from xmc_core.serving.registry_store import (
+    HISTORY_TAG,
+    PROMOTION_TAG,
+    RegistryStore,
+    registry_lock,
+)
+from xmc_core.serving.resolve import local_model_dir
+
+if TYPE_CHECKING:
+    from xmc_core.config import EvalConfig
+
+_TOLERANCE = 1e-12  # float slack in "new >= champion + margin"
+_CAS_ATTEMPTS = 3
+
+
+class Decision(BaseModel):
+    """One promotion, rejection or rollback of ``model_name@alias``.
+
+    ``version``: the version concerned (the candidate, or the rollback target); ``previous``: the
+    alias holder before (None: no holder); ``new_value`` / ``champion_value``: ``metric`` of the
+    version and of the previous holder on the same documents (None: not evaluated);
+    ``at``: UTC time, ISO 8601.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model_name: str
+    alias: str
+    version: str
+    previous: str | None
+    metric: str
+    new_value: float | None
+    champion_value: float | None
+    margin: float
+    promoted: bool
+    reason: str
+    kind: Literal["gated", "manual", "rollback"]
+    at: str
+
+
+def champion_version(cfg: XmcConfig) -> str | None:
+    """The version holding ``registry.alias`` now, or None."""
+    return RegistryStore(cfg).holder()
+
+
+def version_metrics(
+    cfg: XmcConfig, version: str, dataset: Path, store: RegistryStore | None = None
+) -> dict[str, float]:
+    """All metrics of ``version`` on ``registry.eval_split`` of ``dataset`` (raw text), from the
+    version's ``xmc.eval.<split>`` tag when computed on the same data, settings and code; else
+    evaluated now and cached."""
+    store = store or RegistryStore(cfg)
+    key = _eval_key(cfg, dataset)
+    cached = store.cached_metrics(version, cfg.registry.eval_split, key)
+    if cached is not None:
+        return cached
+    metrics = _evaluate(cfg, version, dataset)
+    store.cache_metrics(version, cfg.registry.eval_split, key, metrics)
+    return metrics
+
+
+def promote_gated(cfg: XmcConfig, version: str, dataset: Path) -> Decision:
+    """Give the alias to ``version`` if it beats the holder by ``registry.margin`` on the
+    held-out split of ``dataset`` (the first version of a model: promoted, no champion)."""
+    store = RegistryStore(cfg)
+    version = store.require_version(version)
+    dataset = Path(dataset)
+    key = _eval_key(cfg, dataset)
+    split = cfg.registry.eval_split
+    new_metrics = store.cached_metrics(version, split, key)
+    fresh = new_metrics is None
+    if new_metrics is None:
+        new_metrics = _evaluate(cfg, version, dataset)  # outside the lock: the slow part
+    with registry_lock(cfg):
+        if fresh:
+            store.cache_metrics(version, split, key, new_metrics)
+        for _ in range(_CAS_ATTEMPTS):
+            holder = store.holder()
+            if holder == version:
+                return _unchanged(cfg, version, "gated", new_metrics)
+            champion = None if holder is None else version_metrics(cfg, holder, dataset, store)
+            decision = _gate(cfg, version, holder, new_metrics, champion)
+            if not decision.promoted or store.move_alias(version, expected=holder):
+                store.record(decision)
+                return decision
+    raise XmcError(
+        f"{store.name}@{store.alias} kept changing during the promotion of version {version} "
+        "(something outside xmc moves it); retry"
+    )
+
+
+def promote_version(cfg: XmcConfig, version: str) -> Decision:
+    """Give the alias to ``version`` without a gate (``xmc promote``)."""
+    store = RegistryStore(cfg)
+    version = store.require_version(version)
+    with registry_lock(cfg):
+        for _ in range(_CAS_ATTEMPTS):
+            holder = store.holder()
+            if holder == version:
+                return _unchanged(cfg, version, "manual", None)
+            new_value, champion_value = _cached_pair(cfg, store, version, holder)
+            if store.move_alias(version, expected=holder):
+                decision = _decision(
+                    cfg, version, holder, new_value, champion_value, True, "no gate", "manual"
+                )
+                store.record(decision)
+                return decision
+    raise XmcError(f"{store.name}@{store.alias} kept changing; retry the promotion")
+
+
+def rollback(cfg: XmcConfig) -> Decision:
+    """Give the alias back to its previous holder (from the alias history)."""
+    store = RegistryStore(cfg)
+    with registry_lock(cfg):
+        holder = store.holder()
+        if holder is None:
+            raise XmcError(
+                f"{store.name}@{store.alias} is not set: nothing to roll back\n"
+                f"  fix: promote a version first (`xmc promote VERSION`)"
+            )
+        history = store.history()
+        while history and (history[-1] == holder or not store.version_exists(history[-1])):
+            history.pop()
+        if not history:
+            raise XmcError(
+                f"{store.name}@{store.alias} (version {holder}) has no previous holder in its "
+                f"history (registered-model tag {HISTORY_TAG}{store.alias})\n"
+                "  fix: give the alias to a version explicitly with `xmc promote VERSION`"
+            )
+        target = history[-1]
+        new_value, champion_value = _cached_pair(cfg, store, target, holder)
+        if not store.move_alias(target, expected=holder, history=history):
+            raise XmcError(f"{store.name}@{store.alias} changed during the rollback; retry")
+        decision = _decision(
+            cfg, target, holder, new_value, champion_value, True,
+            f"rolled back from version {holder}", "rollback",
+        )  # fmt: skip
+        store.record(decision)
+        return decision
+
+
+def not_promoted(cfg: XmcConfig, version: str, reason: str) -> Decision:
+    """The decision of a run that did not try to promote (e.g. ``registry.promote`` off); reads
+    nothing from the registry (``previous`` is None)."""
+    return _decision(cfg, version, None, None, None, False, reason, "gated")
+
+
+def format_decision(d: Decision) -> str:
+    """Two lines: what happened to ``name@alias``, then the figures and the reason."""
+    target = f"{d.model_name}@{d.alias}"
+    was = f"version {d.previous}" if d.previous else "no holder"
+    if d.kind == "rollback":
+        head = f"rolled {target} back to version {d.version} (was {was})"
+    elif d.promoted:
+        how = " by hand" if d.kind == "manual" else ""
+        head = f"promoted version {d.version} to {target}{how} (was {was})"
+    else:
+        head = f"version {d.version} not promoted; {target} stays at {was}"
+    figures = f"{d.metric} of version {d.version} {_percent(d.new_value)}"
+    if d.previous and d.previous != d.version:
+        figures += f", of version {d.previous} {_percent(d.champion_value)}"
+    return f"{head}\n  {figures}; {d.reason}"
+
+
+def _gate(
+    cfg: XmcConfig,
+    version: str,
+    holder: str | None,
+    new_metrics: dict[str, float],
+    champion: dict[str, float] | None,
+) -> Decision:
+    """The gate: promoted iff no champion or new >= champion + margin."""
+    metric, margin = cfg.registry.metric, cfg.registry.margin
+    new_value = new_metrics[metric]
+    if champion is None:
+        return _decision(cfg, version, None, new_value, None, True, "no champion", "gated")
+    old = champion[metric]
+    promoted = new_value >= old + margin - _TOLERANCE
+    sign = ">=" if promoted else "<"
+    reason = f"gain {100 * (new_value - old):+.2f} pt {sign} margin {100 * margin:.2f} pt"
+    return _decision(cfg, version, holder, new_value, old, promoted, reason, "gated")
+
+
+def _decision(
+    cfg: XmcConfig,
+    version: str,
+    previous: str | None,
+    new_value: float | None,
+    champion_value: float | None,
+    promoted: bool,
+    reason: str,
+    kind: Literal["gated", "manual", "rollback"],
+) -> Decision:
+    return Decision(
+        model_name=cfg.registry.model_name,
+        alias=cfg.registry.alias,
+        version=version,
+        previous=previous,
+        metric=cfg.registry.metric,
+        new_value=new_value,
+        champion_value=champion_value,
+        margin=cfg.registry.margin,
+        promoted=promoted,
+        reason=reason,
+        kind=kind,
+        at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _unchanged(
+    cfg: XmcConfig, version: str, kind: Literal["gated", "manual"], metrics: dict | None
+) -> Decision:
+    """Nothing to do: ``version`` holds the alias already (no tag, no history change)."""
+    value = None if metrics is None else metrics[cfg.registry.metric]
+    reason = f"version {version} already holds {cfg.registry.model_name}@{cfg.registry.alias}"
+    return _decision(cfg, version, version, value, value, False, reason, kind)
+
+
+def _cached_pair(
+    cfg: XmcConfig, store: RegistryStore, version: str, holder: str | None
+) -> tuple[float | None, float | None]:
+    """Cached ``metric`` of ``version`` and of ``holder`` when both were computed on the same
+    data, settings and code (else the version's own alone, or None)."""
+    mine = store.latest_metrics(version, cfg.registry.eval_split)
+    theirs = None if holder is None else store.latest_metrics(holder, cfg.registry.eval_split)
+    metric = cfg.registry.metric
+    new_value = None if mine is None else mine[1].get(metric)
+    if mine is None or theirs is None or mine[0] != theirs[0]:
+        return new_value, None
+    return new_value, theirs[1].get(metric)
+
+
+def _eval_cfg(cfg: XmcConfig) -> EvalConfig:
+    """``cfg.eval`` with the gate metric's cut-off added to ``ks``."""
+    k = int(cfg.registry.metric.split("@")[1])
+    return cfg.eval.model_copy(update={"ks": sorted({*cfg.eval.ks, k})})
+
+
+def _eval_key(cfg: XmcConfig, dataset: Path) -> dict[str, str]:
+    """What a cached evaluation must match: the data, the settings and the code."""
+    return {
+        "dataset": Corpus(dataset).fingerprint,
+        "eval": _eval_cfg(cfg).fingerprint(),
+        "code": code_fingerprint(),
+    }
+
+
+def _evaluate(cfg: XmcConfig, version: str, dataset: Path) -> dict[str, float]:
+    name = cfg.registry.model_name
+    folder = local_model_dir(f"models:/{name}/{version}", cfg)
+    return evaluate_on_dataset(folder, dataset, cfg.registry.eval_split, _eval_cfg(cfg))
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{100 * value:.2f}%"
+
+
+__all__ = [
+    "PROMOTION_TAG",
+    "Decision",
+    "champion_version",
+    "format_decision",
+    "not_promoted",
+    "promote_gated",
+    "promote_version",
+    "rollback",
+    "version_metrics",
+]

@@ -1,0 +1,218 @@
+"""What the promotion logic reads and writes in the MLflow model registry, and its lock.
+
+One ``RegistryStore`` per (tracking URI, ``registry.model_name``, ``registry.alias``); it uses
+``MlflowClient(tracking_uri=cfg.tracking_uri())`` and never the global tracking URI.
+
+Tags written (all strings):
+
+- version ``xmc.eval.<split>``: JSON ``{"key": {dataset, eval, code}, "metrics": {...}}``, the
+  cached figures of the version on that split;
+- version ``xmc.promotion.*``: the last gated or manual decision about the version
+  (``decision`` promoted|rejected, ``kind``, ``metric``, ``new``, ``champion``,
+  ``champion_version``, ``margin``, ``reason``, ``at``); ``xmc.rollback.from`` / ``.at`` on a
+  version the alias was rolled back to;
+- registered model ``xmc.alias_history.<alias>``: JSON list of the alias's holders, oldest
+  first, at most ``HISTORY_LIMIT``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xmc_core.config import XmcConfig
+from xmc_core.errors import InputError, XmcError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from xmc_core.serving.registry import Decision
+
+EVAL_TAG = "xmc.eval."
+PROMOTION_TAG = "xmc.promotion."
+ROLLBACK_TAG = "xmc.rollback."
+HISTORY_TAG = "xmc.alias_history."
+HISTORY_LIMIT = 50
+LOCK_TIMEOUT_S = 3600.0
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def lock_path(cfg: XmcConfig) -> Path:
+    """``<mlflow_dir>/locks/registry-<name>-<alias>.lock``."""
+    name = _UNSAFE.sub("_", cfg.registry.model_name)
+    alias = _UNSAFE.sub("_", cfg.registry.alias)
+    return cfg.mlflow_dir() / "locks" / f"registry-{name}-{alias}.lock"
+
+
+@contextmanager
+def registry_lock(cfg: XmcConfig, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[Path]:
+    """Exclusive ``flock`` of :func:`lock_path` (created if missing) for the block's duration.
+
+    Excludes other threads (each call opens its own file description) and processes of this
+    machine. Raises ``XmcError`` after ``timeout_s`` seconds of waiting.
+    """
+    path = lock_path(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
+    with open(path, "a+", encoding="utf-8") as fh:
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise XmcError(
+                        f"{path}: another promotion has held the registry lock for over "
+                        f"{timeout_s:.0f} s\n  fix: wait for it, or stop the stuck process"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield path
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+class RegistryStore:
+    """Alias, versions, tags and alias history of ``cfg.registry.model_name``."""
+
+    def __init__(self, cfg: XmcConfig) -> None:
+        from mlflow import MlflowClient
+
+        self.uri = cfg.tracking_uri()
+        self.name = cfg.registry.model_name
+        self.alias = cfg.registry.alias
+        self.client: MlflowClient = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+
+    def require_version(self, version: str | int) -> str:
+        """``version`` as a string, checked to exist; ``InputError`` naming the versions if not."""
+        from mlflow.exceptions import MlflowException
+
+        text = str(version).strip()
+        if not text.isdigit():
+            raise InputError(
+                self.uri, f"{version!r} is not a version number", "give e.g. `xmc promote 3`"
+            )
+        try:
+            self.client.get_registered_model(self.name)
+        except MlflowException as err:
+            raise InputError(
+                self.uri,
+                f"no registered model named {self.name!r}",
+                "register a version first (train flow), or set registry.model_name / tracking.uri",
+            ) from err
+        if not self.version_exists(text):
+            known = ", ".join(self.versions()) or "none"
+            raise InputError(
+                self.uri,
+                f"model {self.name!r} has no version {text} (its versions: {known})",
+                "give one of the listed versions",
+            )
+        return str(int(text))
+
+    def versions(self) -> list[str]:
+        """Every version number of the model, ascending."""
+        found = self.client.search_model_versions(f"name = '{self.name}'")
+        return [str(v) for v in sorted(int(m.version) for m in found)]
+
+    def version_exists(self, version: str) -> bool:
+        """Whether the model has ``version``."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_model_version(self.name, version)
+        except MlflowException:
+            return False
+        return True
+
+    def holder(self) -> str | None:
+        """The version the alias points at now (None: unset or no such model)."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            aliases = self.client.get_registered_model(self.name).aliases
+        except MlflowException:
+            return None
+        version = aliases.get(self.alias)
+        return None if version is None else str(version)
+
+    def history(self) -> list[str]:
+        """The alias's recorded holders, oldest first."""
+        tags = self.client.get_registered_model(self.name).tags
+        raw = tags.get(HISTORY_TAG + self.alias)
+        if not raw:
+            return []
+        try:
+            return [str(v) for v in json.loads(raw)]
+        except (ValueError, TypeError):
+            return []
+
+    def move_alias(
+        self, version: str, expected: str | None, history: list[str] | None = None
+    ) -> bool:
+        """Compare-and-set: point the alias at ``version`` if it still points at ``expected``.
+
+        The caller holds :func:`registry_lock`. Appends to the alias history, or writes
+        ``history`` (which must end with ``version``) when given. False if the alias moved.
+        """
+        if self.holder() != expected:
+            return False
+        self.client.set_registered_model_alias(self.name, self.alias, version)
+        if history is None:
+            history = self.history()
+            if expected is not None and (not history or history[-1] != expected):
+                history.append(expected)
+            history.append(version)
+        value = json.dumps(history[-HISTORY_LIMIT:])
+        self.client.set_registered_model_tag(self.name, HISTORY_TAG + self.alias, value)
+        return True
+
+    def cached_metrics(self, version: str, split: str, key: dict[str, str]) -> dict | None:
+        """The figures cached on ``version`` for ``split`` if computed under ``key``."""
+        found = self.latest_metrics(version, split)
+        return found[1] if found is not None and found[0] == key else None
+
+    def latest_metrics(self, version: str, split: str) -> tuple[dict, dict] | None:
+        """(key, metrics) cached on ``version`` for ``split``, whatever the key; or None."""
+        raw = self.client.get_model_version(self.name, version).tags.get(EVAL_TAG + split)
+        if not raw:
+            return None
+        try:
+            entry = json.loads(raw)
+            return dict(entry["key"]), {k: float(v) for k, v in entry["metrics"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def cache_metrics(
+        self, version: str, split: str, key: dict[str, str], metrics: dict[str, float]
+    ) -> None:
+        """Store ``metrics`` of ``version`` on ``split`` computed under ``key``."""
+        value = json.dumps({"key": key, "metrics": metrics}, sort_keys=True)
+        self.client.set_model_version_tag(self.name, version, EVAL_TAG + split, value)
+
+    def record(self, decision: Decision) -> None:
+        """Write ``decision`` as tags of the version it concerns."""
+        if decision.kind == "rollback":
+            tags: dict[str, Any] = {"from": decision.previous, "at": decision.at}
+            prefix = ROLLBACK_TAG
+        else:
+            tags = {
+                "decision": "promoted" if decision.promoted else "rejected",
+                "kind": decision.kind,
+                "metric": decision.metric,
+                "new": decision.new_value,
+                "champion": decision.champion_value,
+                "champion_version": decision.previous,
+                "margin": decision.margin,
+                "reason": decision.reason,
+                "at": decision.at,
+            }
+            prefix = PROMOTION_TAG
+        for key, value in tags.items():
+            text = "none" if value is None else str(value)
+            self.client.set_model_version_tag(self.name, decision.version, prefix + key, text)
