@@ -12,6 +12,7 @@ or on the deployment named by ``XMC_MATCHER_DEPLOYMENT`` (a GPU work pool, see `
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -74,7 +75,7 @@ def lifecycle_stages(outputs: dict[str, str], cfg: XmcConfig, work: str) -> dict
         ),
         "test": outputs["evaluation"],
     }
-    checkpoints = [outputs["matcher"]] if "matcher" in outputs else None
+    checkpoints = json.loads(outputs["matcher_levels"]) if "matcher_levels" in outputs else None
     diagnostics = diagnose(outputs["model"], train_split, test_split, cfg.eval, work, checkpoints)
     timings = stage_timings(flow_run.get_id())
     tracking: dict[str, Any] = {}
@@ -82,11 +83,12 @@ def lifecycle_stages(outputs: dict[str, str], cfg: XmcConfig, work: str) -> dict
         tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
     decision = None
     if tracking.get("version") and cfg.registry.promote:
-        decision = promote_candidate(cfg, str(tracking["version"]), outputs["corpus"])
+        decision = promote_candidate(cfg, tracking["version"], outputs["corpus"])
     report = publish_report(cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs)
     extra = {"evaluation_train": eval_dirs["train"], "diagnostics": diagnostics, "report": report}
     if tracking:
-        extra |= {"mlflow_run": tracking["run_id"], "model_version": str(tracking["version"])}
+        version = str(tracking.get("version") or "")
+        extra |= {"mlflow_run": tracking["run_id"], "model_version": version}
     return extra
 
 
@@ -124,7 +126,8 @@ def xr_transformer_stages(feats: dict[str, str], cfg: XmcConfig, work: str) -> d
         feats["label_features"], cfg.tree, work
     )
     token_dirs = {s: tokens[s].result() for s in SPLITS}
-    checkpoint = run_matcher(token_dirs["train"], feats["train"], matcher_tree, cfg, work)[-1]
+    matcher_levels = run_matcher(token_dirs["train"], feats["train"], matcher_tree, cfg, work)
+    checkpoint = matcher_levels[-1]
     embedded = {
         s: xrt.embed_split(feats[s], token_dirs[s], checkpoint, s, cfg.matcher, work)
         for s in SPLITS
@@ -151,6 +154,7 @@ def xr_transformer_stages(feats: dict[str, str], cfg: XmcConfig, work: str) -> d
     return {
         "tokens_train": token_dirs["train"], "tokens_test": token_dirs["test"],
         "matcher_tree": matcher_tree, "matcher": checkpoint,
+        "matcher_levels": json.dumps(matcher_levels),
         "embedded_train": embedded["train"], "embedded_test": embedded["test"],
         "tree": tree_dir, "model": model_dir, "evaluation": evaluation,
     }  # fmt: skip

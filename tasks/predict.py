@@ -47,6 +47,7 @@ def _transient(_task: Task, _run: TaskRun, state: State) -> bool:
 
 @task(
     name="resolve-model",
+    task_run_name="resolve-model",
     retries=2,
     retry_delay_seconds=5,
     retry_condition_fn=_transient,
@@ -103,7 +104,7 @@ def predict_partition(
     return str(artifact_dir(work_dir, "prediction-part", key))
 
 
-@task(name="plan-chunks", cache_policy=NO_CACHE)
+@task(name="plan-chunks", task_run_name="plan-chunks", cache_policy=NO_CACHE)
 def plan_chunks(source: str, lines_per_chunk: int) -> list[LineChunk]:
     """Cut a text file into chunks of ``lines_per_chunk`` lines (with their checksums)."""
     chunks = line_chunks(source, lines_per_chunk)
@@ -166,7 +167,7 @@ def assemble_predictions(part_dirs: list[str], work_dir: str) -> str:
     return str(artifact_dir(work_dir, "predictions", key))
 
 
-@task(name="write-output", cache_policy=NO_CACHE)
+@task(name="write-output", task_run_name="write-output", cache_policy=NO_CACHE)
 def write_output(predictions_dir: str, output: str) -> str:
     """Copy the assembled predictions to ``output`` atomically (always: the file may be gone)."""
     with atomic_file(output) as tmp:

@@ -36,17 +36,22 @@ def sha256_file(path: Path) -> str:
 
 
 def write_meta(folder: Path, cls: str, fields: dict[str, Any]) -> None:
-    """Write ``meta.json`` last, with checksums of every other file in ``folder``."""
-    files = {
-        p.name: sha256_file(p)
-        for p in sorted(folder.iterdir())
-        if p.is_file() and p.name != "meta.json"
+    """Write ``meta.json`` last, with checksums of every other file in ``folder`` and of the
+    ``meta.json`` of every sub-folder already saved there (``parts``), so that the checksum of
+    this ``meta.json`` covers the whole artifact tree (it is the artifact's cache fingerprint)."""
+    entries = sorted(folder.iterdir())
+    files = {p.name: sha256_file(p) for p in entries if p.is_file() and p.name != "meta.json"}
+    parts = {
+        p.name: sha256_file(p / "meta.json")
+        for p in entries
+        if p.is_dir() and (p / "meta.json").is_file()
     }
     meta = {
         "class": cls,
         "format": ARTIFACT_FORMAT,
         "xmc_version": __version__,
         "files": files,
+        **({"parts": parts} if parts else {}),
         **fields,
     }
     write_json(folder / "meta.json", meta)
@@ -71,8 +76,9 @@ def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, An
             "re-create it with this version of xmc",
         )
     if verify:
-        for name, digest in meta.get("files", {}).items():
-            fpath = folder / name
+        listed = [(folder / n, d) for n, d in meta.get("files", {}).items()]
+        listed += [(folder / n / "meta.json", d) for n, d in meta.get("parts", {}).items()]
+        for fpath, digest in listed:
             if not fpath.is_file():
                 raise ArtifactError(fpath, "file listed in meta.json is missing", "re-create it")
             if sha256_file(fpath) != digest:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SPLITS = ("train", "test")
+FAMILIES = ("P", "nDCG", "R", "PSP")
+"""Order of the metric families in tables (others follow, in the order first seen)."""
 _METRIC = re.compile(r"(.+)@(\d+)")
 
 
@@ -38,7 +40,7 @@ def metrics_table(
     for split_metrics in metrics.values():
         names += [n for n in split_metrics if n not in names]
     names += [n for n in champion or {} if n not in names]
-    families = list(dict.fromkeys(_family(n)[0] for n in names))
+    families = list(dict.fromkeys([*FAMILIES, *(_family(n)[0] for n in names)]))
     names.sort(key=lambda n: (families.index(_family(n)[0]), _family(n)[1]))
     return [
         {
@@ -138,7 +140,7 @@ def _decision_section(decision: Mapping[str, Any] | None) -> str:
         ["new version", _pct(decision.get("new_value"))],
         ["champion", _pct(decision.get("champion_value"))],
         ["required margin", _pct(decision.get("margin"))],
-        ["previous champion version", decision.get("previous")],
+        ["previous champion version", decision.get("previous") or "none"],
         ["reason", decision.get("reason")],
     ]
     return f"## Promotion\n\n{head}\n\n{_table(['', 'value (%)'], rows)}"
@@ -149,8 +151,9 @@ def _diagnostics_section(diagnostics: Mapping[str, Any] | None) -> str:
         return ""
     beam = diagnostics.get("beam_recall", {})
     loss = diagnostics.get("training_loss", {})
-    columns = [(f"beam recall {s} (%)", beam[s], True) for s in beam]
-    columns += [(f"{diagnostics.get('loss', 'loss')} {s}", loss[s], False) for s in loss]
+    columns = [(f"beam recall {s} (%)", beam[s], True) for s in _splits_first(beam)]
+    loss_name = diagnostics.get("loss", "loss")
+    columns += [(f"{loss_name} {s}", loss[s], False) for s in _splits_first(loss)]
     if not columns:
         return ""
     depth = max(len(values) for _, values, _ in columns)
@@ -198,6 +201,11 @@ def _run_section(run: Mapping[str, Any] | None) -> str:
     ]
     body = _table(["", "value"], [r for r in rows if r[1] not in (None, "", "``")])
     return f"## MLflow\n\n{body}"
+
+
+def _splits_first(per_split: Mapping[str, Any]) -> list[str]:
+    """Keys of ``per_split``: train, test, then any other split."""
+    return [s for s in SPLITS if s in per_split] + [s for s in per_split if s not in SPLITS]
 
 
 def _family(name: str) -> tuple[str, int]:

@@ -72,3 +72,24 @@ def test_atomic_dir_leaves_nothing_on_failure_and_replaces_on_success(tmp_path: 
         (tmp / "v2").write_text("2")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert [p.name for p in target.iterdir()] == ["v2"]
+
+
+def test_parent_meta_covers_its_saved_parts(tmp_path: Path) -> None:
+    """Two artifacts whose top-level files are equal but whose parts differ have different
+    ``meta.json`` checksums (their cache fingerprints), and an edited part is caught."""
+    from xmc_core.fingerprint import path_fingerprint
+
+    folders = []
+    for n in (1, 2):
+        folder = tmp_path / f"parent-{n}"
+        (folder / "part").mkdir(parents=True)
+        save_arrays(folder / "part" / "w.npz", w=np.arange(n))
+        write_meta(folder / "part", "Part", {})
+        save_arrays(folder / "same.npz", v=np.arange(3))
+        write_meta(folder, "Parent", {})
+        folders.append(folder)
+    assert read_meta(folders[0], "Parent")["parts"].keys() == {"part"}
+    assert path_fingerprint(folders[0]) != path_fingerprint(folders[1])
+    write_json(folders[0] / "part" / "meta.json", {"class": "Part", "edited": True})
+    with pytest.raises(ArtifactError, match=r"part/meta\.json: checksum mismatch"):
+        read_meta(folders[0], "Parent")

@@ -38,9 +38,10 @@ def test_metrics_table_one_row_per_metric() -> None:
     assert table[4]["train"] is None
 
 
-def test_metrics_table_orders_k_numerically() -> None:
-    table = metrics_table({"test": {"P@10": 0.1, "P@3": 0.3, "P@1": 0.5}})
-    assert [row["metric"] for row in table] == ["P@1", "P@3", "P@10"]
+def test_metrics_table_orders_families_then_k() -> None:
+    metrics = {"test": {"PSP@1": 0.2, "P@10": 0.1, "P@3": 0.3, "P@1": 0.5, "nDCG@3": 0.4}}
+    table = metrics_table(metrics)
+    assert [row["metric"] for row in table] == ["P@1", "P@3", "P@10", "nDCG@3", "PSP@1"]
 
 
 def test_champion_metrics_from_decision() -> None:
@@ -61,7 +62,7 @@ def test_full_report() -> None:
         diagnostics={
             "beam_size": 10,
             "loss": "squared_hinge",
-            "beam_recall": {"test": [1.0, 0.5]},
+            "beam_recall": {"test": [1.0, 0.5], "train": [1.0, 0.75]},
             "training_loss": {"train": [0.25, 0.125]},
         },
     )
@@ -73,7 +74,8 @@ def test_full_report() -> None:
     assert "| test documents | 120 |" in md and "`abcdef0123456789`" in md
     assert "Version 3 of `xmc`: **promoted** to `@champion`." in md
     assert "| required margin | 0.10 |" in md
-    assert "| 1 | 50.00 | 0.1250 |" in md  # level 1: beam recall test, loss train
+    assert "| level | beam recall train (%) | beam recall test (%) | squared_hinge train |" in md
+    assert "| 1 | 75.00 | 50.00 | 0.1250 |" in md
     timings = md.split("## Stage timings")[1]
     assert timings.index("train-level-0") < timings.index("evaluate") < timings.index("label-tree")
     assert "| **total** | **4.75** |" in md

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prefect import flow
+from prefect import flow, task
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
@@ -29,6 +29,16 @@ SETS = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 SPLITS = ("train", "test")
 
 
+@task(name="sub-task", task_run_name="sub-task")
+def sub_task() -> int:
+    return 1
+
+
+@flow(name="tracking-subflow")
+def subflow() -> int:
+    return sub_task()
+
+
 @flow(name="tracking-test")
 def tracking_flow(cfg: XmcConfig, outputs: dict[str, str]) -> dict[str, Any]:
     """What the train flow does after training: evaluate, diagnose, track, report."""
@@ -40,6 +50,7 @@ def tracking_flow(cfg: XmcConfig, outputs: dict[str, str]) -> dict[str, Any]:
         for s in SPLITS
     }
     diagnostics = diagnose(outputs["model"], outputs["train"], outputs["test"], cfg.eval, work)
+    subflow()
     timings = stage_timings()
     tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
     decision = {
@@ -139,8 +150,10 @@ def test_run_holds_artifacts_and_the_model(run: tuple) -> None:
 def test_stage_timings_cover_the_tasks(run: tuple) -> None:
     _, _, state = run
     timings = state.result()["timings"]
-    assert {"evaluate-train", "evaluate-test", "diagnose"} <= set(timings)
+    assert {"evaluate-train", "evaluate-test", "diagnose", "sub-task"} <= set(timings)
+    assert not any(name.startswith("tracking-subflow") for name in timings)  # its stand-in run
     assert all(seconds >= 0 for seconds in timings.values())
+    assert timings["diagnose"] > 0
     again = stage_timings(state.state_details.flow_run_id)  # after the run: every task is final
     assert {"log-training-run", "publish-report"} <= set(again)
 
@@ -175,6 +188,15 @@ def test_diagnostics_folder(run: tuple) -> None:
     assert len(summary["beam_recall"]["test"]) == len(summary["training_loss"]["train"]) >= 2
     for file in summary["plots"].values():
         assert (folder / "plots" / file).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_params_and_metric_keys_follow_mlflow_rules(tmp_path: Path) -> None:
+    long_path = tmp_path / ("x" * 600)
+    flat = flatten_config(XmcConfig.load(None, [f"data.dataset={long_path}"]))
+    assert len(flat["data.dataset"]) == 500 and flat["data.dataset"].endswith("...")
+    assert flat["model.kind"] == "xr-linear" and flat["predict.topk"] == "20"
+    assert metric_key("test.P@1") == "test.P_at_1"
+    assert metric_key("time.embed #1_s") == "time.embed _1_s"
 
 
 def test_disabled_tracking_logs_nothing(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def shuffled(table: pa.Table, fraction: float, seed: int) -> pa.Table:
     for i, j in zip(rows, rng.permutation(rows), strict=True):
         labels[i], labels[j] = labels[j], labels[i]
     idx = table.schema.get_field_index("labels")
-    column = pa.array(labels, pa.list_(pa.string()))
+    column = pa.array(labels, table.schema.field("labels").type)
     return table.set_column(idx, table.schema.field("labels"), column)
 
 
@@ -153,18 +153,17 @@ def test_retrain_registers_and_promotes_only_better_models(
     reasons = list((stack.work / "quarantine").glob("*broken*/REASON.txt"))
     assert len(reasons) == 1 and "line counts differ" in reasons[0].read_text()
 
-    run = stack.client.get_run(stack.client.get_model_version(MODEL, "3").run_id)
-    assert run.data.params["registry.model_name"] == MODEL
-    assert {"test.P_at_1", "train.P_at_1"} <= set(run.data.metrics) or any(
-        k.startswith("test.") for k in run.data.metrics
-    )
+    for version, tags in stack.versions().items():  # tracked test metrics = promotion figure
+        run = stack.client.get_run(stack.client.get_model_version(MODEL, version).run_id)
+        assert run.data.params["registry.model_name"] == MODEL
+        assert {"train.P_at_1", "test.nDCG_at_3", "test.PSP_at_5"} <= set(run.data.metrics)
+        assert run.data.metrics["test.P_at_1"] == pytest.approx(float(tags["xmc.promotion.new"]))
 
 
 def test_champion_served_over_http_equals_in_process(
     stack: Stack, corpus: dict[str, pa.Table]
 ) -> None:
     from xmc_core.serving.resolve import local_model_dir
-
     from xmc_core.text_model import XmcModel
 
     cfg = XmcConfig.load(None, [f"work_dir={stack.work}", f"tracking.uri={stack.mlflow_uri}"])

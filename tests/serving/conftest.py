@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,11 +11,14 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from tests.serving.registry_fixtures import global_tracking
 from xmc_core import commands
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.text_model import XmcModel
+
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 MODEL_NAME = "xmc-test"
 ALIAS = "champion"
@@ -31,19 +35,15 @@ class Registry:
     uri: str
     cfg: XmcConfig
     model_uri: str
+    run_id: str
 
 
 @contextlib.contextmanager
 def tracking(uri: str) -> Iterator[None]:
-    """Point MLflow's tracking and registry at ``uri`` for the block, then restore."""
-    previous = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    try:
+    """Point MLflow's tracking and registry at ``uri`` for the block, then restore them and
+    ``$MLFLOW_TRACKING_URI`` exactly (no default store may leak into later tests)."""
+    with global_tracking(uri):
         yield
-    finally:
-        mlflow.set_tracking_uri(previous[0])
-        mlflow.set_registry_uri(previous[1])
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +89,7 @@ def registry(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         with mlflow.start_run(experiment_id=experiment):
             info = log_model(tiny_model_dir, cfg, registered_model_name=MODEL_NAME)
         mlflow.MlflowClient().set_registered_model_alias(MODEL_NAME, ALIAS, "1")
-    return Registry(uri, cfg, info.model_uri)
+    return Registry(uri, cfg, info.model_uri, str(info.run_id))
 
 
 def in_process(

@@ -79,9 +79,9 @@ def test_blank_texts_get_empty_predictions_and_other_input_forms_work(
     assert [len(x) for x in out["labels"]] == [0, len(in_process(tiny_model, [TEXT])[0]), 0, 0]
     assert_same(out["labels"][1], out["scores"][1], in_process(tiny_model, [TEXT])[0])
     frame = predict_frame(tiny_model, input_texts({"text": [TEXT]}), None, None)
-    assert frame.to_dict("list") == predict_frame(tiny_model, input_texts(TEXT), None, None).to_dict(
-        "list"
-    )
+    assert frame.to_dict("list") == predict_frame(
+        tiny_model, input_texts(TEXT), None, None
+    ).to_dict("list")
 
 
 TEXT = "a short document about nothing in particular"
@@ -114,11 +114,19 @@ def test_alias_resolves_to_a_cached_local_folder_and_follows_a_moved_alias(
         client.set_registered_model_alias(MODEL_NAME, ALIAS, version)
     try:
         moved = local_model_dir(f"models:/{MODEL_NAME}@{ALIAS}", registry.cfg)
-        assert moved != folder and moved.parent.parent.name != folder.parent.parent.name
+        cache = registry.cfg.mlflow_dir() / resolve.CACHE_DIR_NAME
+        assert moved.relative_to(cache).parts[0] != folder.relative_to(cache).parts[0]
         assert local_model_dir(f"models:/{MODEL_NAME}/latest", registry.cfg) == moved
     finally:
         with tracking(registry.uri):
             client.set_registered_model_alias(MODEL_NAME, ALIAS, "1")
+
+
+def test_run_and_logged_model_uris_resolve(registry: Registry, tiny_model_dir: Path) -> None:
+    want = (tiny_model_dir / "meta.json").read_bytes()
+    for uri in (f"runs:/{registry.run_id}/model", registry.model_uri):
+        folder = local_model_dir(uri, registry.cfg)
+        assert (folder / "meta.json").read_bytes() == want, uri
 
 
 @pytest.mark.parametrize(
@@ -141,7 +149,10 @@ def test_local_folders(tiny_model_dir: Path, tmp_path: Path, registry: Registry)
     assert local_model_dir(tiny_model_dir, registry.cfg) == tiny_model_dir
     assert local_model_dir(str(tiny_model_dir), registry.cfg) == tiny_model_dir
     shutil.copytree(tiny_model_dir, tmp_path / "mlflow-model" / "artifacts" / "model")
-    assert find_model_folder(tmp_path / "mlflow-model") == tmp_path / "mlflow-model" / "artifacts" / "model"
+    assert (
+        find_model_folder(tmp_path / "mlflow-model")
+        == tmp_path / "mlflow-model" / "artifacts" / "model"
+    )
     with pytest.raises(InputError, match="no such model folder"):
         local_model_dir(tmp_path / "missing", registry.cfg)
     (tmp_path / "empty").mkdir()

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import mlflow
@@ -31,7 +32,7 @@ from xmc_core.errors import InputError, XmcError
 from xmc_core.features.labels import LabelIndex
 from xmc_core.metrics import evaluate
 from xmc_core.pipeline import evaluate_model, featurize_split
-from xmc_core.serving import registry
+from xmc_core.serving import evaluation, registry
 from xmc_core.serving.evaluation import (
     evaluate_on_dataset,
     evaluate_on_texts,
@@ -57,6 +58,7 @@ def cfg(gate_template: Template, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """A private registry; no global or environment tracking URI; cwd in tmp (stray stores
     would land there and fail :func:`no_stray_store`)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_REGISTRY_URI", raising=False)
     return fresh_registry(gate_template, tmp_path)
@@ -72,8 +74,12 @@ def tags(cfg: XmcConfig, version: str) -> dict[str, str]:
 
 def holders(cfg: XmcConfig) -> list[str]:
     """Every version that carries the alias (must be exactly one once promoted)."""
-    versions = client(cfg).search_model_versions(f"name = '{NAME}'")
-    return sorted(str(v.version) for v in versions if ALIAS in v.aliases)
+    c = client(cfg)
+    found = [c.get_model_version(NAME, str(v)) for v in range(1, 5)]
+    holding = sorted(str(v.version) for v in found if ALIAS in v.aliases)
+    held = c.get_registered_model(NAME).aliases.get(ALIAS)
+    assert (None if held is None else str(held)) in (holding or [None])
+    return holding
 
 
 def no_stray_store(cwd: Path) -> None:
@@ -162,7 +168,7 @@ def test_gate_first_better_worse(
         evaluated.append(model_dir)
         return evaluate_on_dataset(model_dir, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(registry, "evaluate_on_dataset", counting)
+    monkeypatch.setattr(evaluation, "evaluate_on_dataset", counting)
     first = promote_gated(cfg, "1", gate_dataset)
     assert first.promoted and first.reason == "no champion" and first.previous is None
     assert champion_version(cfg) == "1"
@@ -229,7 +235,7 @@ def assert_better_won(cfg: XmcConfig) -> None:
     assert holders(cfg) == ["2"] and champion_version(cfg) == "2"
     t = tags(cfg, "3")
     assert t[P + "decision"] == "rejected" and "< margin" in t[P + "reason"]
-    assert float(t[P + "new"]) < float(t[P + "champion"])
+    assert float(t[P + "new"]) < float(t[P + "champion"]) + cfg.registry.margin
 
 
 def test_concurrent_promotions_in_threads(cfg: XmcConfig, gate_dataset: Path) -> None:
@@ -241,7 +247,7 @@ def test_concurrent_promotions_in_threads(cfg: XmcConfig, gate_dataset: Path) ->
         start.wait()
         try:
             results[version] = promote_gated(cfg, version, gate_dataset)
-        except Exception as err:  # noqa: BLE001 - reported below
+        except Exception as err:  # reported below
             results[version] = err
 
     threads = [threading.Thread(target=run, args=(v,)) for v in ("3", "2")]
@@ -256,24 +262,32 @@ def test_concurrent_promotions_in_threads(cfg: XmcConfig, gate_dataset: Path) ->
 def test_concurrent_promotions_in_processes(
     cfg: XmcConfig, gate_dataset: Path, tmp_path: Path
 ) -> None:
+    """Another process promotes version 3 while this one promotes version 2 (both start once
+    the other process has imported everything)."""
     promote_version(cfg, "1")
     script = (
-        "import sys; from pathlib import Path; from xmc_core.config import XmcConfig;"
+        "import sys, time; from pathlib import Path; from xmc_core.config import XmcConfig;"
         "from xmc_core.serving.registry import promote_gated, format_decision;"
-        "cfg = XmcConfig.load(None, sys.argv[3:]);"
+        "import xmc_core.serving.evaluation, mlflow;"
+        "cfg = XmcConfig.load(None, sys.argv[3:]); Path('ready').touch();"
+        "[time.sleep(0.01) for _ in range(6000) if not Path('go').exists()];"
         "print(format_decision(promote_gated(cfg, sys.argv[1], Path(sys.argv[2]))))"
     )
     sets = [f"work_dir={cfg.work_dir}", f"tracking.uri={cfg.tracking_uri()}"]
     sets.append(f"registry.model_name={NAME}")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, v, str(gate_dataset), *sets],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
-        )  # fmt: skip
-        for v in ("3", "2")
-    ]
-    outs = [p.communicate(timeout=180) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    other = subprocess.Popen(
+        [sys.executable, "-c", script, "3", str(gate_dataset), *sets],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    for _ in range(1200):
+        if (tmp_path / "ready").exists() or other.poll() is not None:
+            break
+        time.sleep(0.1)
+    (tmp_path / "go").touch()
+    mine = promote_gated(cfg, "2", gate_dataset)
+    out, err = other.communicate(timeout=180)
+    assert other.returncode == 0, err
+    assert mine.promoted and "version 3 not promoted" in out
     assert_better_won(cfg)
     no_stray_store(tmp_path)
 
@@ -283,6 +297,7 @@ def test_concurrent_promotions_in_processes(
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     return env
 

@@ -181,7 +181,9 @@ def _mlflow_texts(form: str, value: Any) -> Any:
             raise RequestError(422, 'dataframe_split needs "columns" holding "text" and "data"')
         col = value["columns"].index("text")
         rows = value.get("data")
-        if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) > col for r in rows):
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) > col for r in rows
+        ):
             raise RequestError(422, "dataframe_split data must be a list of rows")
         return [r[col] for r in rows]
     return value["text"] if isinstance(value, dict) and "text" in value else value

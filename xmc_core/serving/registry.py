@@ -30,7 +30,6 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
 from xmc_core.fingerprint import code_fingerprint
-from xmc_core.serving.evaluation import evaluate_on_dataset
 from xmc_core.serving.registry_store import (
     HISTORY_TAG,
     PROMOTION_TAG,
@@ -149,7 +148,7 @@ def rollback(cfg: XmcConfig) -> Decision:
         if holder is None:
             raise XmcError(
                 f"{store.name}@{store.alias} is not set: nothing to roll back\n"
-                f"  fix: promote a version first (`xmc promote VERSION`)"
+                "  fix: promote a version first (`xmc promote VERSION`)"
             )
         history = store.history()
         while history and (history[-1] == holder or not store.version_exists(history[-1])):
@@ -175,7 +174,7 @@ def rollback(cfg: XmcConfig) -> Decision:
 def not_promoted(cfg: XmcConfig, version: str, reason: str) -> Decision:
     """The decision of a run that did not try to promote (e.g. ``registry.promote`` off); reads
     nothing from the registry (``previous`` is None)."""
-    return _decision(cfg, version, None, None, None, False, reason, "gated")
+    return _decision(cfg, str(version), None, None, None, False, reason, "gated")
 
 
 def format_decision(d: Decision) -> str:
@@ -279,9 +278,12 @@ def _eval_key(cfg: XmcConfig, dataset: Path) -> dict[str, str]:
 
 
 def _evaluate(cfg: XmcConfig, version: str, dataset: Path) -> dict[str, float]:
+    """Download ``version`` (serving cache) and evaluate it from raw text."""
+    from xmc_core.serving import evaluation  # the model code: only when evaluating
+
     name = cfg.registry.model_name
     folder = local_model_dir(f"models:/{name}/{version}", cfg)
-    return evaluate_on_dataset(folder, dataset, cfg.registry.eval_split, _eval_cfg(cfg))
+    return evaluation.evaluate_on_dataset(folder, dataset, cfg.registry.eval_split, _eval_cfg(cfg))
 
 
 def _percent(value: float | None) -> str:
