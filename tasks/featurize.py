@@ -10,6 +10,7 @@ from prefect import get_run_logger, task
 from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
 from xmc_core.config import TfidfConfig, TokenizerConfig
 from xmc_core.corpus import Corpus, PartitionRef
+from xmc_core.corpus.reader import partition_fingerprint
 from xmc_core.features import stages
 from xmc_core.features.counts import TermCounts
 from xmc_core.features.labels import LabelIndex
@@ -22,12 +23,14 @@ TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 def _count_key(
     corpus_dir: str, ref: PartitionRef, tokenizer: TokenizerConfig, work_dir: str
 ) -> str:
-    return stage_key("count", fp(corpus_dir), ref_id(corpus_dir, ref), tokenizer.fingerprint())
+    return stage_key("count", ref_id(corpus_dir, ref), tokenizer.fingerprint())
 
 
 def ref_id(corpus_dir: str, ref: PartitionRef) -> list[object]:
-    rel = str(ref.file).removeprefix(str(corpus_dir)).lstrip("/")
-    return [ref.split, rel, ref.row_group]
+    """What a partition's artifacts depend on: its split and its rows' content (not where the
+    row group sits, nor the rest of the corpus), so unchanged partitions of a grown corpus
+    reuse their cached results."""
+    return [ref.split, partition_fingerprint(ref)]
 
 
 @task(
@@ -98,7 +101,6 @@ def _part_key(
 ) -> str:
     return stage_key(
         "partition",
-        fp(corpus_dir),
         ref_id(corpus_dir, ref),
         fp(count_dir),
         fp(vocab_dir),

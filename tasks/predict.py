@@ -76,9 +76,7 @@ def _partition_key(
     model_dir: str, corpus_dir: str, ref: PartitionRef, topk: int | None,
     beam_size: int | None, work_dir: str,
 ) -> str:  # fmt: skip
-    return stage_key(
-        "prediction-part", fp(model_dir), fp(corpus_dir), ref_id(corpus_dir, ref), topk, beam_size
-    )
+    return stage_key("prediction-part", fp(model_dir), ref_id(corpus_dir, ref), topk, beam_size)
 
 
 @task(

@@ -72,7 +72,7 @@ def _files_digest(folder: str, files: tuple[tuple[str, int, int], ...]) -> str:
 
 
 def _tokens_key(corpus_dir: str, ref: PartitionRef, encoder: EncoderConfig, work_dir: str) -> str:
-    return stage_key("tokens", fp(corpus_dir), ref_id(corpus_dir, ref), encoder_fp(encoder))
+    return stage_key("tokens", ref_id(corpus_dir, ref), encoder_fp(encoder))
 
 
 @task(

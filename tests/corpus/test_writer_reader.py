@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from xmc_core.corpus.importers import IngestOptions, ingest
-from xmc_core.corpus.reader import Corpus
+from xmc_core.corpus.reader import Corpus, PartitionRef, partition_fingerprint
 from xmc_core.corpus.schema import Policies
 from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
@@ -64,6 +64,20 @@ def test_row_groups_are_partitions(tmp_path: Path) -> None:
     texts = [t for p in parts for t in corpus.read_partition(p, ["text"]).column(0).to_pylist()]
     assert texts == TEXTS
     assert corpus.read_partition(parts[1]).schema == corpus.schema
+
+
+def test_partition_fingerprint_follows_rows_not_place(tmp_path: Path) -> None:
+    """Equal rows in another corpus folder and row-group position: equal fingerprints."""
+    ingest("lines", make_src(tmp_path), tmp_path / "ds", IngestOptions(rows_per_group=2))
+    parts = Corpus(tmp_path / "ds").partitions("train")
+    digests = [partition_fingerprint(p) for p in parts]
+    assert len(set(digests)) == 3
+    table = pq.read_table(tmp_path / "ds" / "train.parquet")
+    moved = tmp_path / "moved.parquet"
+    swapped = pa.concat_tables([table.slice(2, 2), table.slice(0, 2)])
+    pq.write_table(swapped, moved, row_group_size=2)
+    refs = [PartitionRef("train", str(moved), g, 2) for g in (0, 1)]
+    assert [partition_fingerprint(r) for r in refs] == [digests[1], digests[0]]
 
 
 @pytest.mark.parametrize("rows_per_group", [1, 2, 3, 10_000])

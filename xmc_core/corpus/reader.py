@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,25 @@ class PartitionRef:
     file: str
     row_group: int
     rows: int
+
+
+def partition_fingerprint(ref: PartitionRef) -> str:
+    """sha256 of the content of one partition (its rows, every column), wherever it sits.
+
+    Merged corpora keep unchanged row groups, so the per-partition stages of a retraining run
+    are keyed by this rather than by the whole corpus and are reused for unchanged partitions.
+    """
+    stat = Path(ref.file).stat()
+    return _partition_digest(ref.file, ref.row_group, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _partition_digest(file: str, row_group: int, _mtime_ns: int, _size: int) -> str:
+    table = pq.ParquetFile(file).read_row_group(row_group).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
 class Corpus:
