@@ -16,16 +16,14 @@ Deployed with a cron schedule by ``prefect.yaml`` (deployment ``retrain/retrain`
 
 from __future__ import annotations
 
-import argparse
-import time
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from tasks.landing import mark_trained, take_in_drops
 
-from flows.runtime import configured, prefect_api
+from flows.runtime import config_flow_main, configured
 from flows.train import train_pipeline
+from tasks.landing import mark_trained, take_in_drops
 from xmc_core.config import XmcConfig
 
 
@@ -59,16 +57,8 @@ def retrain(config_path: str | None = None, overrides: list[str] | None = None) 
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command line: run the retrain flow once."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="YAML config file")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    with prefect_api():
-        result = retrain(args.config, args.overrides)
-    print(f"retrain flow finished in {time.perf_counter() - start:.1f} s")
-    return result
+    """Command line: run the retrain flow."""
+    return config_flow_main(retrain, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

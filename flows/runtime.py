@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +39,20 @@ def configured(flow: Flow[Any, Any], cfg: XmcConfig, use_dask: bool = True) -> F
     if use_dask:
         options["task_runner"] = dask_runner(cfg.dask)
     return flow.with_options(**options)
+
+
+def config_flow_main(flow: Flow[Any, Any], doc: str, argv: list[str] | None = None) -> Any:
+    """Command line of a flow called as ``flow(config_path, overrides)``: ``--config FILE``,
+    ``--set KEY=VALUE`` (repeatable); runs it against :func:`prefect_api`, prints the time."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--config", help="YAML config file")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    with prefect_api():
+        result = flow(args.config, args.overrides)
+    print(f"{flow.name} flow finished in {time.perf_counter() - start:.1f} s")
+    return result
 
 
 @contextmanager

@@ -11,10 +11,8 @@ or on the deployment named by ``XMC_MATCHER_DEPLOYMENT`` (a GPU work pool, see `
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from prefect.deployments import run_deployment
 from prefect.runtime import flow_run
 
 from flows.featurize import featurize_stages
-from flows.runtime import configured, prefect_api
+from flows.runtime import config_flow_main, configured
 from tasks.caching import results_root
 from tasks.corpus import synthesize_corpus
 from tasks.xr_linear import assemble_model, build_tree, evaluate, train_level
@@ -194,16 +192,8 @@ def train(config_path: str | None = None, overrides: list[str] | None = None) ->
 
 
 def main(argv: list[str] | None = None) -> dict[str, str]:
-    """Command line: run the training flow."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", help="YAML config file")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    with prefect_api():
-        result = train(args.config, args.overrides)
-    print(f"train flow finished in {time.perf_counter() - start:.1f} s")
-    return result
+    """Command line: run the train flow."""
+    return config_flow_main(train, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""Assertions shared by the importer tests."""
+"""Assertions and inputs shared by the importer, intake and retrain tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from xmc_core.errors import InputError
@@ -18,3 +20,13 @@ def check_error(excinfo: pytest.ExceptionInfo, name: str, row: int | None) -> st
     if row is not None:
         assert err.row == row and f"row {row}" in msg
     return msg
+
+
+def parquet_drop(landing: Path, name: str, train: pa.Table, test: pa.Table) -> Path:
+    """A ``parquet`` corpus drop: written under a hidden name, then renamed into ``landing``
+    (how users make a drop arrive atomically)."""
+    tmp = landing / f".{name}.tmp"
+    tmp.mkdir(parents=True)
+    pq.write_table(train, tmp / "train.parquet")
+    pq.write_table(test, tmp / "test.parquet")
+    return tmp.rename(landing / name)

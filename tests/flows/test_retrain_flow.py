@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from prefect.client.orchestration import get_client
@@ -13,17 +12,10 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlo
 
 from flows.retrain import retrain
 from flows.runtime import prefect_api
+from tests.corpus.helpers import parquet_drop
 from tests.flows.conftest import task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
-
-
-def drop(landing: Path, name: str, train: pa.Table, test: pa.Table) -> None:
-    tmp = landing / f".{name}"
-    tmp.mkdir(parents=True)
-    pq.write_table(train, tmp / "train.parquet")
-    pq.write_table(test, tmp / "test.parquet")
-    tmp.rename(landing / name)
 
 
 def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
@@ -39,12 +31,12 @@ def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
     with prefect_api():
         assert retrain(None, sets)["trained"] is False  # no corpus yet
 
-        drop(work / "landing", "a", train.slice(0, 300), test)
+        parquet_drop(work / "landing", "a", train.slice(0, 300), test)
         first = retrain(None, sets)
         assert first["trained"] and first["intake"]["ingested"] == ["a"]
         assert retrain(None, sets)["trained"] is False  # trained, nothing new
 
-        drop(work / "landing", "b", train.slice(300), test)
+        parquet_drop(work / "landing", "b", train.slice(300), test)
         state = retrain(None, sets, return_state=True)
     second = state.result()
     assert second["trained"] and second["intake"]["ingested"] == ["b"]

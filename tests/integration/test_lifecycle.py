@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from mlflow import MlflowClient
 
+from tests.corpus.helpers import parquet_drop
 from tests.integration.servers import (
     BIN,
     REPO,
@@ -72,15 +73,6 @@ class Stack:
         return {v.version: v.tags for v in self.client.search_model_versions(f"name='{MODEL}'")}
 
 
-def drop(landing: Path, name: str, train: pa.Table, test: pa.Table) -> None:
-    """Write a parquet-format drop, then rename it into the landing folder (atomic arrival)."""
-    tmp = landing / f".{name}.tmp"
-    tmp.mkdir(parents=True)
-    pq.write_table(train, tmp / "train.parquet")
-    pq.write_table(test, tmp / "test.parquet")
-    tmp.rename(landing / name)
-
-
 def shuffled(table: pa.Table, fraction: float, seed: int) -> pa.Table:
     """``table`` with the labels of ``fraction`` of its rows permuted among those rows."""
     rng = np.random.default_rng(seed)
@@ -126,19 +118,19 @@ def test_retrain_registers_and_promotes_only_better_models(
     train, test = corpus["train"], corpus["test"]
     replace = "retrain.mode=replace"
 
-    drop(stack.landing, "weak", shuffled(train, 0.6, seed=1), test)
+    parquet_drop(stack.landing, "weak", shuffled(train, 0.6, seed=1), test)
     stack.run(replace)
     assert set(stack.versions()) == {"1"} and stack.champion() == "1"
     assert not any(stack.landing.iterdir())  # taken in and archived
 
-    drop(stack.landing, "clean", train, test)
+    parquet_drop(stack.landing, "clean", train, test)
     stack.run(replace)
     tags = stack.versions()["2"]
     assert stack.champion() == "2", tags
     assert tags["xmc.promotion.decision"] == "promoted"
     assert float(tags["xmc.promotion.new"]) > float(tags["xmc.promotion.champion"])
 
-    drop(stack.landing, "garbage", shuffled(train, 1.0, seed=2), test)
+    parquet_drop(stack.landing, "garbage", shuffled(train, 1.0, seed=2), test)
     bad = stack.landing / "broken"
     bad.mkdir()
     for split in ("train", "test"):
