@@ -125,3 +125,17 @@ def test_load_rejects_corrupt_or_foreign_folders(tmp_path: Path) -> None:
     write_meta(tmp_path / "other", "LabelIndex", {})
     with pytest.raises(ArtifactError, match="holds a 'LabelIndex'"):
         TfidfVectorizer.load(tmp_path / "other")
+
+
+def test_small_batches_map_terms_like_the_vectorized_join(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-document transforms (online serving) take the term dict; the result is the same."""
+    import xmc_core.features.tfidf as tfidf
+
+    corpus = [f"term{i} shared word{i % 7} other{i % 3}" for i in range(300)]
+    vec = tfidf.TfidfVectorizer(TfidfConfig(), TokenizerConfig()).fit(corpus)
+    docs = ["term5 word3 unknownword", "", "shared other1 term299 term299"]
+    small = [vec.transform([d]) for d in docs]
+    monkeypatch.setattr(tfidf, "SMALL_BATCH_RATIO", 10**9)  # always the join
+    for d, got in zip(docs, small, strict=True):
+        assert abs(got - vec.transform([d])).max() == 0.0
+    assert small[0].nnz == 2 and small[1].nnz == 0
