@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from prefect import get_run_logger, task
 
 from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
-from xmc_core.artifacts import load_csr, read_meta
+from xmc_core.artifacts import load_csr, meta_fields, read_meta
 from xmc_core.atomic import write_json
 from xmc_core.config import EvalConfig, PredictConfig, RankerConfig, TreeConfig
 from xmc_core.features.label_features import LabelFeatures
@@ -62,7 +62,9 @@ def load_shortlist(folder: str | Path, level: int) -> sp.csr_matrix | None:
     """Extra parents of ranker level ``level`` from a ``MatcherShortlists`` folder: csr
     (n_docs, K_level), or None when the level has none."""
     meta = read_meta(folder, "MatcherShortlists")
-    return load_csr(Path(folder) / f"level-{level}.npz") if level in meta["levels"] else None
+    with meta_fields(folder):
+        listed = level in meta["levels"]
+    return load_csr(Path(folder) / f"level-{level}.npz") if listed else None
 
 
 @task(

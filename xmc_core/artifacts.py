@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +69,10 @@ def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, An
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ArtifactError(path, f"meta.json is not valid JSON ({err})", "re-create it") from err
+    if not isinstance(meta, dict):
+        raise ArtifactError(
+            path, f"holds a JSON {type(meta).__name__}, not an object", "re-create it"
+        )
     if meta.get("class") != cls:
         raise ArtifactError(path, f"holds a {meta.get('class')!r}, expected {cls!r}")
     if meta.get("format") != ARTIFACT_FORMAT:
@@ -76,14 +82,36 @@ def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, An
             "re-create it with this version of xmc",
         )
     if verify:
-        listed = [(folder / n, d) for n, d in meta.get("files", {}).items()]
-        listed += [(folder / n / "meta.json", d) for n, d in meta.get("parts", {}).items()]
+        files, parts = meta.get("files", {}), meta.get("parts", {})
+        if not all(_is_digest_map(m) for m in (files, parts)):
+            raise ArtifactError(
+                path, "'files'/'parts' are not maps of name to sha256", "re-create it"
+            )
+        listed = [(folder / n, d) for n, d in files.items()]
+        listed += [(folder / n / "meta.json", d) for n, d in parts.items()]
         for fpath, digest in listed:
             if not fpath.is_file():
                 raise ArtifactError(fpath, "file listed in meta.json is missing", "re-create it")
             if sha256_file(fpath) != digest:
                 raise ArtifactError(fpath, "checksum mismatch: file is corrupt or was edited")
     return meta
+
+
+@contextmanager
+def meta_fields(folder: str | Path) -> Iterator[None]:
+    """Turn a missing or mistyped ``meta.json`` field met inside the block (KeyError,
+    TypeError, ValueError, pydantic's ValidationError) into an ArtifactError naming the file."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError) as err:
+        problem = f"missing or invalid field ({type(err).__name__}: {err})"
+        raise ArtifactError(Path(folder) / "meta.json", problem, "re-create it") from err
+
+
+def _is_digest_map(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
 
 
 def save_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
@@ -110,9 +138,20 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
     """Load arrays saved by :func:`save_arrays` (``allow_pickle=False``)."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+            return _Arrays(path, {k: data[k] for k in data.files})
     except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
         raise ArtifactError(path, f"cannot read arrays ({err})", "re-create it") from err
+
+
+class _Arrays(dict[str, np.ndarray]):
+    """The arrays of one ``.npz``; a missing name raises an ArtifactError naming the file."""
+
+    def __init__(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
+        super().__init__(arrays)
+        self.path = path
+
+    def __missing__(self, name: str) -> np.ndarray:
+        raise ArtifactError(self.path, f"holds no array {name!r} (has {sorted(self)})")
 
 
 def save_strings(path: Path, values: pa.Array | list[str]) -> None:

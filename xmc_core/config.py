@@ -330,4 +330,9 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
         if not isinstance(child, dict):
             raise InputError(None, f"override {item!r}: {part!r} is not a section", "check the key")
         node = child
-    node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+    try:
+        node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError as err:
+        raise InputError(
+            None, f"override {item!r}: the value is not valid YAML ({err})", "quote the value"
+        ) from err

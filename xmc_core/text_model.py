@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_arrays, read_meta, save_arrays, write_meta
+from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.errors import ArtifactError
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
@@ -111,6 +111,8 @@ class XmcModel:
         """Read a folder written by :meth:`save` (``device``: where an encoder runs)."""
         folder = Path(folder)
         meta = read_meta(folder, "XmcModel")
+        with meta_fields(folder):
+            n_train_docs = int(meta["n_train_docs"])
         kind = meta.get("kind", "xr-linear")
         if kind not in ("xr-linear", "xr-transformer"):
             raise ArtifactError(folder / "meta.json", f"unknown model kind {kind!r}")
@@ -124,6 +126,6 @@ class XmcModel:
             LabelIndex.load(folder / "labels"),
             XRLinearModel.load(folder / "ranker"),
             load_arrays(folder / "label_counts.npz")["counts"],
-            int(meta["n_train_docs"]),
+            n_train_docs,
             embedding,
         )

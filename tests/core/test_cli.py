@@ -12,7 +12,7 @@ import yaml
 
 def xmc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "xmc_core.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "xmc_core.cli", *args], capture_output=True, text=True, timeout=600
     )
 
 

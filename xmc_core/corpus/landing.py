@@ -269,7 +269,10 @@ def ingest_drop(drop: Drop, dest: Path, policies_override: Policies | None = Non
         raise drop.problem
     if drop.format is None:
         raise ValueError(f"drop {drop.name} has no format")
-    _check_contents(drop.path)  # again: the folder may have changed since the scan
+    # again: the entry may have been swapped (e.g. for a link out of the landing folder) or
+    # changed since the scan
+    _check_entry(drop.path.parent.resolve(), drop.path)
+    _check_contents(drop.path)
     options = drop.options
     if policies_override is not None and "policies" not in options.model_fields_set:
         options = options.model_copy(update={"policies": policies_override})

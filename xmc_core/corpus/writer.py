@@ -2,7 +2,9 @@
 
 Every importer feeds records through :class:`DatasetWriter`, so the checks that are the same for
 every format live here once: empty texts, documents without labels, duplicate doc ids, empty
-label names, and test labels never seen in train. The folder appears only when it is complete.
+label names, strings that are not Unicode text (lone surrogates), and test labels never seen in
+train. Error messages quote offending values in part (:func:`brief`). The folder appears only
+when it is complete.
 """
 
 from __future__ import annotations
@@ -35,6 +37,37 @@ from xmc_core.corpus.schema import (
 from xmc_core.errors import InputError
 
 log = logging.getLogger(__name__)
+
+
+def brief(value: object, limit: int = 80) -> str:
+    """``repr(value)`` for an error message, cut after about ``limit`` characters.
+
+    Messages quote what they blame without pasting a 1 MB document or a 100,000-label list.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def utf8(value: str, what: str, source: str | Path, row: int | None) -> bytes:
+    """``value`` encoded as UTF-8; an InputError if it holds a lone surrogate.
+
+    Python strings can hold lone surrogates (U+D800..U+DFFF) that no UTF-8 file can: JSON
+    escapes such as ``"\\ud800"`` without their pair decode to them.
+    """
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InputError(
+            source,
+            f"{what} holds the lone surrogate U+{ord(value[err.start]):04X} at character "
+            f"{err.start} (near {value[max(0, err.start - 20) : err.start + 20]!r}), "
+            "which is not Unicode text",
+            "write the character itself, or both halves of a JSON surrogate pair "
+            "(e.g. \\ud83d\\ude00), or remove the escape",
+            row,
+        ) from None
 
 
 def _hash_fields(h: hashlib._Hash, fields: list[bytes]) -> None:
@@ -103,7 +136,7 @@ class SplitWriter:
                 return False
             self.stats.kept_unlabeled += 1
         self._check_id(doc_id, source, row)
-        self._buffer(doc_id, text, labels, features)
+        self._buffer(doc_id, text, labels, features, source, row)
         return True
 
     def _is_empty(
@@ -132,13 +165,13 @@ class SplitWriter:
         for raw in labels:
             if not isinstance(raw, str):
                 raise InputError(
-                    source, f"label {raw!r} is not a string", "write labels as strings", row
+                    source, f"label {brief(raw)} is not a string", "write labels as strings", row
                 )
             label = raw.strip()
             if not label:
                 raise InputError(
                     source,
-                    f"empty label name in {list(labels)!r}",
+                    f"empty label name in {brief(list(labels), 200)}",
                     "remove the stray separator (e.g. 'a,,b' or a trailing comma)",
                     row,
                 )
@@ -152,13 +185,13 @@ class SplitWriter:
     def _check_id(self, doc_id: str, source: str | Path, row: int) -> None:
         if not isinstance(doc_id, str) or not doc_id.strip():
             raise InputError(
-                source, f"doc id {doc_id!r} is empty", "give every document an id", row
+                source, f"doc id {brief(doc_id)} is empty", "give every document an id", row
             )
         first = self._seen_ids.get(doc_id)
         if first is not None:
             raise InputError(
                 source,
-                f"duplicate doc id {doc_id!r} (first seen in {first[0]} row {first[1]})",
+                f"duplicate doc id {brief(doc_id)} (first seen in {first[0]} row {first[1]})",
                 "make doc ids unique within the split",
                 row,
             )
@@ -170,12 +203,17 @@ class SplitWriter:
         text: str | None,
         labels: list[str],
         features: tuple[np.ndarray, np.ndarray] | None,
+        source: str | Path,
+        row: int,
     ) -> None:
+        fields = [
+            utf8(doc_id, "doc id", source, row),
+            b"\x00" if text is None else b"\x01" + utf8(text, "text", source, row),
+        ]
+        fields += [utf8(label, "label", source, row) for label in labels]
         self._buf["doc_id"].append(doc_id)
         self._buf["text"].append(text if self.kind == "text" else None)
         self._buf["labels"].append(labels)
-        fields = [doc_id.encode(), b"\x00" if text is None else b"\x01" + text.encode()]
-        fields += [label.encode() for label in labels]
         if features is not None:
             ids = np.ascontiguousarray(features[0], dtype=np.int32)
             vals = np.ascontiguousarray(features[1], dtype=np.float32)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, read_meta, save_csr, write_meta
+from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.tfidf import TfidfVectorizer
@@ -38,7 +38,9 @@ class LabelFeatures:
         """Read a folder written by :meth:`save`."""
         folder = Path(folder)
         meta = read_meta(folder, "LabelFeatures")
-        return cls(load_csr(folder / "Z.npz"), meta["kind"])
+        with meta_fields(folder):
+            kind = str(meta["kind"])
+        return cls(load_csr(folder / "Z.npz"), kind)
 
 
 def label_text_matrix(

@@ -8,7 +8,15 @@ from pathlib import Path
 import pyarrow as pa
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, load_strings, read_meta, save_csr, save_strings, write_meta
+from xmc_core.artifacts import (
+    load_csr,
+    load_strings,
+    meta_fields,
+    read_meta,
+    save_csr,
+    save_strings,
+    write_meta,
+)
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,11 @@ class SplitFeatures:
         """Read a folder written by :meth:`save`."""
         folder = Path(folder)
         meta = read_meta(folder, "SplitFeatures")
+        with meta_fields(folder):
+            unknown = int(meta["unknown_labels"])
         return cls(
             load_csr(folder / "X.npz"),
             load_csr(folder / "Y.npz"),
             load_strings(folder / "doc_ids.parquet"),
-            int(meta["unknown_labels"]),
+            unknown,
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, read_meta, save_csr, write_meta
+from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
@@ -157,13 +157,15 @@ class XRLinearModel:
         """Read a folder written by :meth:`save`; fails clearly if anything is off."""
         folder = Path(folder)
         meta = read_meta(folder, "XRLinearModel")
-        model = cls(RankerConfig(**meta["ranker"]), PredictConfig(**meta["predict"]))
+        with meta_fields(folder):
+            model = cls(RankerConfig(**meta["ranker"]), PredictConfig(**meta["predict"]))
+            depth, n_features = int(meta["depth"]), int(meta["n_features"])
         tree = LabelTree.load(folder / "tree")
-        if tree.depth != meta["depth"]:
-            raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {meta['depth']}")
+        if tree.depth != depth:
+            raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {depth}")
         weights = [load_csr(folder / f"W{t}.npz").tocsc() for t in range(tree.depth)]
         try:
-            return model.set_levels(tree, weights, int(meta["n_features"]))
+            return model.set_levels(tree, weights, n_features)
         except ValueError as err:
             raise ArtifactError(folder, f"inconsistent model: {err}") from err
 

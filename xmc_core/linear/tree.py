@@ -18,7 +18,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, read_meta, save_csr, write_meta
+from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import TreeConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.linear._tree_kernels import split_depth, split_jobs
@@ -196,4 +196,5 @@ class LabelTree:
         if problem is not None:
             raise ArtifactError(folder, f"not a label tree: {problem}", "re-create it")
         config = meta.get("config")
-        return cls(C, None if config is None else TreeConfig.model_validate(config))
+        with meta_fields(folder):
+            return cls(C, None if config is None else TreeConfig.model_validate(config))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from xmc_core.artifacts import read_meta, write_meta
@@ -84,9 +85,11 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     try:
         with _offline():
             return AutoTokenizer.from_pretrained(folder, local_files_only=True, use_fast=True)
-    except (OSError, ValueError) as err:
+    except Exception as err:  # a damaged tokenizer.json raises tokenizers' bare Exception
         raise ArtifactError(
-            folder, f"cannot load a tokenizer ({err})", "point encoder.path at a model folder"
+            folder,
+            f"cannot load a tokenizer ({type(err).__name__}: {err})",
+            "point encoder.path at a model folder",
         ) from err
 
 
@@ -104,18 +107,35 @@ class TextEncoder(nn.Module):
         return int(self.body.config.hidden_size)
 
     @classmethod
-    def load(cls, cfg: EncoderConfig, folder: str | Path | None = None) -> TextEncoder:
-        """Load ``folder`` (default: ``cfg.path``, else the packaged MiniLM) for training."""
+    def load(
+        cls, cfg: EncoderConfig, folder: str | Path | None = None, strict: bool = False
+    ) -> TextEncoder:
+        """Load ``folder`` (default: ``cfg.path``, else the packaged MiniLM) for training.
+
+        ``strict``: every weight of the body must be in the folder, as in one :meth:`save`
+        wrote (otherwise Hugging Face fills the missing ones with random values).
+        """
         from transformers import AutoModel
 
         path = Path(folder) if folder is not None else cfg.path or default_encoder_path()
         try:
             with _offline():
-                body = AutoModel.from_pretrained(path, local_files_only=True)
-        except (OSError, ValueError) as err:
+                body, info = AutoModel.from_pretrained(
+                    path, local_files_only=True, output_loading_info=True
+                )
+        except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
             raise ArtifactError(
-                path, f"cannot load a transformer model ({err})", "check encoder.path"
+                path,
+                f"cannot load a transformer model ({type(err).__name__}: {err})",
+                "check encoder.path",
             ) from err
+        bad = sorted(map(str, [*info["missing_keys"], *info["mismatched_keys"]]))
+        if strict and bad:
+            raise ArtifactError(
+                path / "model.safetensors",
+                f"weights missing or mis-shaped: {bad[:5]}",
+                "re-save it",
+            )
         return cls(body, cfg)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -147,7 +167,7 @@ class TextEncoder(nn.Module):
             cfg = EncoderConfig.model_validate(meta["config"])
         except (KeyError, ValueError) as err:
             raise ArtifactError(folder / "meta.json", f"bad encoder config ({err})") from err
-        return cls.load(cfg, folder), load_tokenizer(folder)
+        return cls.load(cfg, folder, strict=True), load_tokenizer(folder)
 
 
 @torch.no_grad()

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from xmc_core.artifacts import load_arrays, read_meta, save_arrays, write_meta
+from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.atomic import atomic_dir
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.errors import ArtifactError
@@ -77,7 +77,8 @@ class MatcherCheckpoint:
         """Check ``meta.json`` and the checksums of the level's files."""
         folder = Path(folder)
         meta = read_meta(folder, "MatcherLevel")
-        return cls(folder, int(meta["level"]), int(meta["n_clusters"]))
+        with meta_fields(folder):
+            return cls(folder, int(meta["level"]), int(meta["n_clusters"]))
 
     def encoder(self) -> tuple[TextEncoder, PreTrainedTokenizerBase]:
         return TextEncoder.load_saved(self.folder / "encoder")

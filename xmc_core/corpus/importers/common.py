@@ -7,7 +7,7 @@ from pathlib import Path
 
 from xmc_core.corpus.importers.textio import iter_lines
 from xmc_core.corpus.schema import Manifest
-from xmc_core.corpus.writer import DatasetWriter
+from xmc_core.corpus.writer import DatasetWriter, brief
 from xmc_core.errors import InputError
 
 _LISTED_FILES = 20
@@ -64,7 +64,7 @@ def read_label_map(path: Path, parse_ids: bool) -> LabelMap:
                 lineno,
             )
         if name in texts:
-            raise InputError(path, f"label name {name!r} appears twice", "remove one", lineno)
+            raise InputError(path, f"label name {brief(name)} appears twice", "remove one", lineno)
         texts[name] = cols[3] if len(cols) > 3 else None
         has_text = has_text or len(cols) > 3
         if parse_ids:
@@ -77,7 +77,7 @@ def _add_label_id(path: Path, lineno: int, raw: str, name: str, names: dict[int,
         label_id = int(raw)
     except ValueError:
         raise InputError(
-            path, f"label id {raw!r} is not an integer", "make column 1 the label id", lineno
+            path, f"label id {brief(raw)} is not an integer", "make column 1 the label id", lineno
         ) from None
     if label_id in names:
         raise InputError(path, f"label id {label_id} appears twice", "make ids unique", lineno)

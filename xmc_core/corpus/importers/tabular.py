@@ -7,6 +7,12 @@ list of strings (JSON array, Parquet list<string>) or one string split by ``labe
 text counts as empty, null labels as none. Without the id column, doc ids are
 ``"{split}-{record:08d}"``. Optional ``labels.jsonl`` or ``labels.csv`` (columns ``label``,
 ``text``) give label texts.
+
+Malformed input stops with an InputError naming the file (and the line or row): JSON that
+Python cannot hold (nesting deeper than its recursion limit, integers over 4300 digits) or with
+lone surrogate escapes (``"\\ud800"``); CSV with broken quoting, parsed strictly (a file ending
+inside a quoted field is an error, not a silently closed field); Parquet files that are
+unreadable or damaged, with repeated column names, or with string values that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import pyarrow.parquet as pq
 from xmc_core.corpus.importers.common import manifest_of, require_file, source_info, split_labels
 from xmc_core.corpus.importers.textio import iter_lines
 from xmc_core.corpus.schema import SPLITS, Manifest
-from xmc_core.corpus.writer import DatasetWriter
+from xmc_core.corpus.writer import DatasetWriter, brief, utf8
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
@@ -67,6 +73,14 @@ def _json_object(path: Path, lineno: int, line: str) -> dict[str, Any]:
             "write one object a line",
             lineno,
         ) from None
+    except RecursionError:
+        raise InputError(
+            path, "JSON nested too deeply to read", "flatten the nested arrays or objects", lineno
+        ) from None
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise InputError(
+            path, f"JSON value cannot be read: {err}", "write such numbers as strings", lineno
+        ) from None
     if not isinstance(obj, dict):
         raise InputError(
             path, f"expected a JSON object, found {type(obj).__name__}", "write objects", lineno
@@ -76,10 +90,12 @@ def _json_object(path: Path, lineno: int, line: str) -> dict[str, Any]:
 
 def read_csv(path: Path, options: IngestOptions | None = None) -> tuple[list[str], Records]:
     """Header and rows of a CSV file; rows are dicts, numbered by their (last) line."""
-    reader = csv.reader(line for _, line in iter_lines(path, keep_ends=True))
+    reader = csv.reader((line for _, line in iter_lines(path, keep_ends=True)), strict=True)
     header = _csv_next(path, reader) or []
     if len(set(header)) != len(header):
-        raise InputError(path, f"header has repeated column names: {header}", "rename them", 1)
+        raise InputError(
+            path, f"header has repeated column names: {brief(header, 300)}", "rename them", 1
+        )
 
     def records() -> Records:
         while (row := _csv_next(path, reader)) is not None:
@@ -102,8 +118,19 @@ def _csv_next(path: Path, reader: Any) -> list[str] | None:
     try:
         return next(reader, None)
     except csv.Error as err:
+        if "unexpected end of data" in str(err):
+            raise InputError(
+                path,
+                "the file ends inside a quoted field (a quote is never closed)",
+                "close the quote, or check whether the file was cut short",
+                reader.line_num,
+            ) from None
         raise InputError(
-            path, f"malformed CSV: {err}", "fix the quoting", reader.line_num
+            path,
+            f"malformed CSV: {err}",
+            "fix the quoting: quote a field that holds a comma, quote or newline, and write a "
+            'quote inside a quoted field as ""',
+            reader.line_num,
         ) from None
     finally:
         csv.field_size_limit(old)
@@ -123,7 +150,18 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
     names = files[0].schema_arrow.names
     for part, pf in zip(parts, files, strict=True):
         if pf.schema_arrow.names != names:
-            raise InputError(part, f"columns {pf.schema_arrow.names} differ from {names}", "align")
+            raise InputError(
+                part,
+                f"columns {brief(pf.schema_arrow.names, 300)} differ from {brief(names, 300)}",
+                "align",
+            )
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise InputError(
+                part,
+                f"column names appear more than once: {brief(repeated, 300)}",
+                "rename the copies",
+            )
         _check_parquet_types(part, pf.schema_arrow, options)
     wanted = [
         n for n in names if n in {options.id_column, options.text_column, options.labels_column}
@@ -131,23 +169,73 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
 
     def records() -> Records:
         row = 0
-        for pf in files:
-            for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=wanted):
-                columns = batch.to_pydict()
-                for i in range(batch.num_rows):
+        for part, pf in zip(parts, files, strict=True):
+            for columns, n_rows in _parquet_batches(path, part, pf, wanted, row):
+                for i in range(n_rows):
                     row += 1
                     yield row, {name: values[i] for name, values in columns.items()}
 
     return names, records()
 
 
+_DAMAGED_FIX = "re-create the file from its source (e.g. pyarrow.parquet.write_table)"
+
+
 def _parquet_file(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        pf = pq.ParquetFile(path)
+        pf.schema_arrow  # noqa: B018 (decodes the schema: column names may be invalid UTF-8)
+    except (OSError, ValueError, pa.ArrowException) as err:
+        raise InputError(
+            path,
+            f"not a readable Parquet file ({err})",
+            f"check that it is a complete Parquet file; {_DAMAGED_FIX}",
+        ) from err
+    return pf
+
+
+def _parquet_batches(
+    path: Path, part: Path, pf: pq.ParquetFile, columns: list[str], rows_before: int
+) -> Iterator[tuple[dict[str, list[Any]], int]]:
+    """``(column name -> Python values, row count)`` per batch of ``part``.
+
+    Damaged data is an InputError naming ``part``; a string that is not UTF-8 one naming
+    ``path`` (the split's file or folder) and its row counted over the split.
+    """
+    row = rows_before
+    try:
+        batches = pf.iter_batches(batch_size=_BATCH_ROWS, columns=columns)
+        while (batch := next(batches, None)) is not None:
+            try:
+                values = batch.to_pydict()
+            except UnicodeDecodeError:
+                raise _not_utf8(path, batch, row) from None
+            yield values, batch.num_rows
+            row += batch.num_rows
     except (OSError, pa.ArrowException) as err:
         raise InputError(
-            path, f"not a readable Parquet file ({err})", "write it with pyarrow"
-        ) from err
+            part,
+            f"the Parquet data is damaged: reading from row {row + 1} of the split failed ({err})",
+            _DAMAGED_FIX,
+        ) from None
+
+
+def _not_utf8(path: Path, batch: pa.RecordBatch, rows_before: int) -> InputError:
+    """The error for the first value of ``batch`` that is not valid UTF-8."""
+    for i in range(batch.num_rows):
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            try:
+                column[i].as_py()
+            except UnicodeDecodeError as err:
+                bad = err.object[max(0, err.start - 20) : err.end + 20]
+                return InputError(
+                    path,
+                    f"column {name!r} holds bytes that are not valid UTF-8 (near {bad!r})",
+                    "decode the strings with their real encoding before writing the Parquet "
+                    "file (Parquet strings are UTF-8)",
+                    rows_before + i + 1,
+                )
+    return InputError(path, "a string column is not valid UTF-8", "re-encode it as UTF-8")
 
 
 def _is_string(t: pa.DataType) -> bool:
@@ -206,7 +294,8 @@ class Columns:
             if name not in found:
                 raise InputError(
                     path,
-                    f"no {role} column {name!r}; columns found: {found or 'none (empty file)'}",
+                    f"no {role} column {name!r}; columns found: "
+                    f"{brief(found, 300) if found else 'none (empty file)'}",
                     f"rename the column or set {_OPTION_OF[role]} to the column holding the {role}",
                 )
         has_id = options.id_column is not None and options.id_column in found
@@ -220,7 +309,7 @@ class Columns:
         if name not in record:
             raise InputError(
                 path,
-                f"record has no {role} field {name!r}; fields: {sorted(record)}",
+                f"record has no {role} field {name!r}; fields: {brief(sorted(record), 300)}",
                 f"give every record the field, or set {_OPTION_OF[role]}",
                 row,
             )
@@ -329,16 +418,22 @@ def read_label_texts(src: Path) -> tuple[dict[str, str | None] | None, Path | No
     missing = [c for c in ("label", "text") if c not in found]
     if missing:
         raise InputError(
-            path, f"missing columns {missing}; columns found: {found}", "name them label and text"
+            path,
+            f"missing columns {missing}; columns found: {brief(found, 300)}",
+            "name them label and text",
         )
     texts: dict[str, str | None] = {}
     for row, record in records:
         label, text = record.get("label"), record.get("text")
         if not isinstance(label, str) or not label.strip():
-            raise InputError(path, f"label {label!r} is not a non-empty string", "fix it", row)
+            raise InputError(path, f"label {brief(label)} is not a non-empty string", "fix it", row)
         if text is not None and not isinstance(text, str):
-            raise InputError(path, f"text of {label!r} is not a string", "store text", row)
+            raise InputError(path, f"text of {brief(label)} is not a string", "store text", row)
         if label.strip() in texts:
-            raise InputError(path, f"label {label!r} appears twice", "keep one line a label", row)
+            raise InputError(
+                path, f"label {brief(label)} appears twice", "keep one line a label", row
+            )
+        utf8(label, "label", path, row)
+        utf8(text or "", "text", path, row)
         texts[label.strip()] = text
     return texts, path

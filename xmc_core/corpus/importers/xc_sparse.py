@@ -26,12 +26,14 @@ from xmc_core.corpus.importers.common import (
 )
 from xmc_core.corpus.importers.textio import decode_line, iter_lines, strip_newline
 from xmc_core.corpus.schema import SPLITS, Manifest
-from xmc_core.corpus.writer import DatasetWriter, SplitWriter
+from xmc_core.corpus.writer import DatasetWriter, SplitWriter, brief
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
     from xmc_core.corpus.importers import IngestOptions
 
+MAX_FEATURES = 2**31
+"""Feature indices are stored as int32, so D (the feature count) is at most 2**31."""
 _ROW_FIX = "write each row as 'l1,l2 f:v f:v ...' (a row without labels starts with a space)"
 
 
@@ -45,7 +47,8 @@ class Header:
 
     @classmethod
     def read(cls, path: Path) -> Header:
-        """Parse line 1 of ``path``: three non-negative integers, D and L at least 1."""
+        """Parse line 1 of ``path``: three non-negative integers, D and L at least 1, D at most
+        MAX_FEATURES."""
         with open(path, "rb") as fh:
             line = decode_line(path, 1, strip_newline(fh.readline()))
         parts = line.split()
@@ -58,6 +61,14 @@ class Header:
                 path,
                 f"line 1 must be the header 'N D L' (rows, features, labels), found {line[:80]!r}",
                 "add the header line, e.g. '4880 1836 159'",
+                1,
+            )
+        if d > MAX_FEATURES:
+            raise InputError(
+                path,
+                f"the header says D={d} features, more than {MAX_FEATURES}: feature indices are "
+                "stored as 32-bit integers",
+                f"renumber the features with indices below {MAX_FEATURES} and lower D",
                 1,
             )
         return cls(n, d, l_)
@@ -81,7 +92,7 @@ class RowParser:
                 label_id = int(raw)
             except ValueError:
                 raise InputError(
-                    self.path, f"label id {raw!r} is not an integer", _ROW_FIX, lineno
+                    self.path, f"label id {brief(raw)} is not an integer", _ROW_FIX, lineno
                 ) from None
             if not 0 <= label_id < self.header.n_labels:
                 raise InputError(
@@ -120,7 +131,7 @@ class RowParser:
             except (ValueError, OverflowError):
                 raise InputError(
                     self.path,
-                    f"feature pair {k + 1} {tok!r} is not 'index:value' (integer:number)",
+                    f"feature pair {k + 1} {brief(tok)} is not 'index:value' (integer:number)",
                     _ROW_FIX,
                     lineno,
                 ) from None
@@ -135,7 +146,7 @@ class RowParser:
         if bad.size:
             raise InputError(
                 self.path,
-                f"feature index {ids[bad[0]]} ({tokens[bad[0]]!r}) is outside [0, {d}) "
+                f"feature index {ids[bad[0]]} ({brief(tokens[bad[0]])}) is outside [0, {d}) "
                 "(D in the header)",
                 "feature indices are 0-based and below D: fix the row or the header",
                 lineno,
@@ -145,7 +156,8 @@ class RowParser:
         if bad.size:
             raise InputError(
                 self.path,
-                f"feature value in {tokens[bad[0]]!r} is NaN, infinite or beyond float32 range",
+                f"feature value in {brief(tokens[bad[0]])} is NaN, infinite or beyond float32 "
+                "range",
                 "replace it with a finite number",
                 lineno,
             )

@@ -1,0 +1,637 @@
+"""Crash safety: SIGKILL a training run during each stage in turn, rerun, compare.
+
+The main job (``python -m flows.train`` on the embedded corpus) runs in a process group of its
+own, against one Prefect server and one Dask cluster (``dask.address``) shared by every run of
+the module (a cluster per run would cost ~10 s of start-up each). A hook loaded into every
+process (``sitecustomize`` on ``PYTHONPATH``: the flow processes and the Dask workers):
+
+* holds the chosen stage once its temporary artifact folder is half written (the first file
+  landed, no ``meta.json``) or whole but not yet renamed into place (``meta.json`` landed), and
+  says so with a marker file (a Dask worker secedes the held task, so that a stage running
+  beside it can be held too); the test then SIGKILLs the flow's process group, and a Dask
+  worker holding a stage SIGKILLs itself (its nanny starts a fresh one): nothing that wrote
+  the stage survives;
+* records, through an audit hook, every ``open``/``scandir`` of a temporary artifact folder
+  that another process created: a half-written artifact read by anyone.
+
+Each killed run is the rerun of the previous kill, so the campaign kills every stage of the
+XR-Linear flow once (count with the label index, vocabulary, partition, split with the label
+features, tree, every tree level, model, evaluation, diagnostics), then runs to completion and
+compares with an uninterrupted run of the same seed: same artifact keys, byte-identical model
+and ``meta.json`` files, every folder verified, finished stages never recomputed, no temporary
+folder read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from xmc_core.artifacts import read_meta
+from xmc_core.atomic import atomic_dir, write_json
+from xmc_core.errors import ArtifactError
+from xmc_core.fingerprint import code_fingerprint
+
+pytestmark = pytest.mark.reliability
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_ARGS = [
+    "--set", "data.synthetic_scale=0.05", "--set", "data.rows_per_group=150",
+    "--set", "tracking.enabled=false",
+]  # fmt: skip
+RUN_TIMEOUT = 300.0
+RESULT_FILE = "prefect-result.json"
+NO_META_STAGES = {"evaluation": "metrics.json", "diagnostics": "diagnostics.json"}
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Hold ``stage`` while it writes its temporary folder: once ``after`` folders of the stage
+    are finished, at its ``first`` file (half written, no ``meta.json``) or once its ``meta`` is
+    written (whole but not yet renamed into place)."""
+
+    stage: str
+    after: int = 0
+    point: str = "first"
+
+
+@dataclass(frozen=True)
+class Kill:
+    """SIGKILL the run once every stage of ``holds`` is held (stages that run side by side on
+    the Dask workers are killed in the same run)."""
+
+    name: str
+    holds: tuple[Hold, ...]
+
+
+KILLS = [
+    Kill("count+label-index", (Hold("count"), Hold("label-index"))),
+    Kill("vocabulary", (Hold("vocabulary", point="meta"),)),
+    Kill("partition", (Hold("partition", point="meta"),)),
+    Kill("split+label-features", (Hold("split", point="meta"), Hold("label-features"))),
+    Kill("tree", (Hold("tree"),)),
+    Kill("level-0", (Hold("level", 0, "meta"),)),
+    Kill("level-1", (Hold("level", 1),)),
+    Kill("model", (Hold("model", point="meta"),)),
+    Kill("evaluation", (Hold("evaluation"),)),
+    Kill("diagnostics", (Hold("diagnostics"),)),
+]
+TREE_DEPTH = sum(1 for k in KILLS for h in k.holds if h.stage == "level")
+
+HOOK = r'''
+"""Crash-test hook (tests/reliability/test_crash_safety.py): hold a stage, audit tmp reads."""
+import contextlib, json, os, signal, sys, threading, time
+from pathlib import Path
+
+_PLAN_FILE = os.environ.get("XMC_CRASH_PLAN_FILE")
+
+
+def _tmp_root(path):
+    """(temporary artifact folder ``.../artifacts/<stage>/.<key>.*.tmp`` holding path, stage)."""
+    parts = path.split(os.sep)
+    for i in range(2, len(parts)):
+        name = parts[i]
+        if parts[i - 2] == "artifacts" and name.startswith(".") and name.endswith(".tmp"):
+            return os.sep.join(parts[: i + 1]), parts[i - 1]
+    return None, None
+
+
+def _secede():
+    """In a Dask worker, give the held task's slot back: the other stages still run."""
+    if "distributed" in sys.modules:
+        import distributed
+
+        try:
+            distributed.get_worker()
+        except ValueError:
+            return
+        distributed.secede()
+
+
+def _install(audit_log):
+    own = set()
+    busy = threading.local()
+
+    def note(record):
+        busy.on = True
+        try:
+            with open(audit_log, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
+        finally:
+            busy.on = False
+
+    def audit(event, args):
+        if event == "tempfile.mkdtemp":
+            own.add(os.path.abspath(args[0]))
+            return
+        if event not in ("open", "os.scandir", "os.listdir") or getattr(busy, "on", False):
+            return
+        path = args[0] if args else None
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, (str, os.PathLike)):
+            return
+        path = os.path.abspath(os.fspath(path))
+        if ".tmp" not in path:
+            return
+        root, _ = _tmp_root(path)
+        if root is not None and root not in own:
+            note({"violation": event, "path": path, "pid": os.getpid()})
+
+    sys.addaudithook(audit)
+    note({"installed": os.getpid(), "argv": sys.argv[:2]})
+
+    import xmc_core.atomic as atomic
+
+    original = atomic.atomic_file
+
+    def hold(target):
+        root, stage = _tmp_root(os.path.abspath(str(target)))
+        if root is None:
+            return
+        with open(_PLAN_FILE, encoding="utf-8") as fh:
+            plan = json.load(fh)
+        if stage not in plan.get("holds", {}):
+            return
+        after, point = plan["holds"][stage]
+        if point == "meta" and not (target.name == "meta.json" and str(target.parent) == root):
+            return
+        finished = [p for p in Path(root).parent.iterdir() if p.is_dir() and p.name[0] != "."]
+        if len(finished) < after:
+            return
+        marker = os.path.join(plan["markers"], stage)
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return  # one held task per kill: the others go on
+        info = {"stage": stage, "tmp": root, "target": str(target), "pid": os.getpid()}
+        os.write(fd, json.dumps(info).encode())
+        os.close(fd)
+        _secede()
+        while not os.path.exists(marker + ".release"):  # the test SIGKILLs the flow meanwhile
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGKILL)  # a Dask worker dies with its task
+
+    @contextlib.contextmanager
+    def atomic_file(target):
+        with original(target) as tmp:
+            yield tmp
+        hold(Path(target))
+
+    atomic.atomic_file = atomic_file
+
+
+if _PLAN_FILE:
+    with open(_PLAN_FILE, encoding="utf-8") as _fh:
+        _install(json.load(_fh)["audit"])
+'''
+
+CLUSTER = r"""
+import os, sys, time
+from distributed import LocalCluster
+
+if __name__ == "__main__":
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, dashboard_address=None, processes=True
+    )
+    with open(sys.argv[1] + ".part", "w") as fh:
+        fh.write(cluster.scheduler_address)
+    os.replace(sys.argv[1] + ".part", sys.argv[1])
+    while True:
+        time.sleep(3600)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int, pgid: int | None = None) -> bool:
+    """Whether process ``pid`` (or any process of group ``pgid``) is there, zombies aside."""
+    paths = Path("/proc").glob("[0-9]*/stat") if pgid is not None else [Path(f"/proc/{pid}/stat")]
+    for stat in paths:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and (pgid is None or int(fields[2]) == pgid):
+            return True
+    return False
+
+
+def _wait_gone(pid: int, pgid: int | None = None, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _alive(pid, pgid):
+        assert time.monotonic() < deadline, f"process {pid} (group {pgid}) outlived SIGKILL"
+        time.sleep(0.05)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group of ``proc`` (SIGKILL if SIGTERM is not enough)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    if sig != signal.SIGKILL and _alive(proc.pid, proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    _wait_gone(proc.pid, proc.pid)
+
+
+def _wait_until_up(proc: subprocess.Popen[bytes], ready: Callable[[], bool], log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while not ready():
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"not up in time: {log}"
+        time.sleep(0.3)
+
+
+def _health(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@dataclass
+class Services:
+    """One Prefect server and one Dask cluster for every run of the module."""
+
+    env: dict[str, str]
+    address: str
+    base: Path
+    plan_file: Path
+    cluster_log: Path
+    client: Any
+
+    def plan(self, **plan: object) -> None:
+        plan = {"audit": str(self.base / "audit.jsonl"), **plan}
+        write_json(self.plan_file, plan)
+
+    def idle(self, timeout: float = 60.0) -> None:
+        """Wait until no task runs on the cluster: a task that was running when its flow was
+        killed runs on to its end (the scheduler forgets it, the worker thread does not)."""
+        deadline = time.monotonic() + timeout
+        running: object = None
+        while True:
+            with contextlib.suppress(OSError):  # a worker killed with its task is going away
+                running = self.client.run(
+                    lambda dask_worker: len(dask_worker.state.all_running_tasks)
+                )
+                if not any(running.values()) and not any(self.client.processing().values()):
+                    return
+            assert time.monotonic() < deadline, running
+            time.sleep(0.1)
+
+
+def _spawn(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a process group of its own, output to ``log``."""
+    with open(log, "wb") as fh:
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    base = tmp_path_factory.mktemp("crash").resolve()
+    (base / "hook").mkdir()
+    (base / "hook" / "sitecustomize.py").write_text(HOOK)
+    write_json(base / "plan.json", {"audit": str(base / "audit.jsonl")})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"PREFECT_HOME": str(base / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    prefect = str(Path(sys.executable).parent / "prefect")
+    hooked = env | {
+        "PREFECT_API_URL": url,
+        "XMC_CRASH_PLAN_FILE": str(base / "plan.json"),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(base / "hook"), str(ROOT), env.get("PYTHONPATH")])
+        ),
+    }
+    address_file = base / "scheduler-address"
+    server = _spawn(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env,
+        base / "server.log",
+    )
+    cluster = _spawn(
+        [sys.executable, "-c", CLUSTER, str(address_file)], hooked, base / "cluster.log"
+    )
+    try:
+        _wait_until_up(server, lambda: _health(url), base / "server.log")
+        _wait_until_up(cluster, address_file.is_file, base / "cluster.log")
+        from distributed import Client
+
+        address = address_file.read_text()
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=180)
+            plan_file, cluster_log = base / "plan.json", base / "cluster.log"
+            yield Services(hooked, address, base, plan_file, cluster_log, client)
+    finally:
+        _kill_group(cluster)
+        _kill_group(server, signal.SIGTERM)
+
+
+def _start_run(services: Services, work: Path, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "flows.train", "--set", f"work_dir={work}", *RUN_ARGS]
+    return _spawn([*cmd, "--set", f"dask.address={services.address}"], services.env, log)
+
+
+def _cluster_offset(services: Services) -> int:
+    return services.cluster_log.stat().st_size
+
+
+def _run_log(services: Services, log: Path, offset: int) -> str:
+    """The flow's output and what the Dask workers printed meanwhile (their task logs)."""
+    with open(services.cluster_log, "rb") as fh:
+        fh.seek(offset)
+        workers = fh.read().decode(errors="replace")
+    return log.read_text(errors="replace") + "\n" + workers
+
+
+def _run_to_end(services: Services, work: Path, log: Path) -> str:
+    offset = _cluster_offset(services)
+    proc = _start_run(services, work, log)
+    try:
+        proc.wait(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        pytest.fail(f"run timed out: {log.read_text(errors='replace')[-3000:]}")
+    _kill_group(proc)
+    services.idle()
+    text = _run_log(services, log, offset)
+    assert proc.returncode == 0, text[-4000:]
+    assert "train flow finished" in text
+    return text
+
+
+def finished_folders(work: Path) -> dict[str, tuple[int, int]]:
+    """``stage/key`` of every finished artifact folder -> (inode, mtime) of its key file."""
+    out = {}
+    for folder in sorted((work / "artifacts").glob("*/*")):
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        key_file = folder / NO_META_STAGES.get(folder.parent.name, "meta.json")
+        st = key_file.stat()
+        out[f"{folder.parent.name}/{folder.name}"] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def cache_records(work: Path) -> set[str]:
+    """``stage/key`` of every finished folder holding a whole Prefect cache record."""
+    out = set()
+    for record in (work / "artifacts").glob(f"*/*/{RESULT_FILE}"):
+        with contextlib.suppress(ValueError):
+            json.loads(record.read_text())
+            out.add(f"{record.parent.parent.name}/{record.parent.name}")
+    return out
+
+
+def temp_folders(work: Path) -> list[Path]:
+    return sorted(p for p in (work / "artifacts").glob("*/.*.tmp") if p.is_dir())
+
+
+@dataclass
+class KillRecord:
+    kill: Kill
+    markers: dict[str, dict[str, Any]]
+    finished: dict[str, tuple[int, int]]
+    recorded: set[str]
+    temps_meta: dict[str, bool]
+    log: str
+    seconds: float
+    reopened: list[str]
+
+
+@dataclass
+class Campaign:
+    reference: Path
+    work: Path
+    kills: list[KillRecord] = field(default_factory=list)
+    final_log: str = ""
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    torn_records: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _reopen(hold: Hold, work: Path, reference: Path) -> list[str]:
+    """Move a finished folder of ``hold.stage`` aside when an earlier run finished them all (a
+    task that was running when its run was killed goes on to its end, and a stage with no input
+    from the previous one may run early): the kill needs one to compute. Returns what was
+    moved (then not counted as reused)."""
+    stage = hold.stage
+    expected = {p.name for p in (reference / "artifacts" / stage).iterdir()}
+    done = sorted(expected & {p.name for p in (work / "artifacts" / stage).glob("*")})
+    if hold.after or len(done) < len(expected):
+        return []
+    aside = work / "reopened" / stage
+    aside.mkdir(parents=True, exist_ok=True)
+    os.rename(work / "artifacts" / stage / done[-1], aside / done[-1])
+    return [f"{stage}/{done[-1]}"]
+
+
+def _kill_during(services: Services, kill: Kill, work: Path, reference: Path) -> KillRecord:
+    markers = services.base / f"markers-{kill.name}"
+    markers.mkdir()
+    holds = {h.stage: [h.after, h.point] for h in kill.holds}
+    services.plan(holds=holds, markers=str(markers))
+    log = services.base / f"run-{kill.name}.log"
+    reopened = [name for h in kill.holds for name in _reopen(h, work, reference)]
+    start, offset = time.perf_counter(), _cluster_offset(services)
+    proc = _start_run(services, work, log)
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not all((markers / stage).is_file() for stage in holds):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _kill_group(proc)
+            pytest.fail(
+                f"kill {kill.name}: not every stage held (exit {proc.returncode}):\n"
+                f"{_run_log(services, log, offset)[-4000:]}"
+            )
+        time.sleep(0.02)
+    _kill_group(proc)  # the flow process and everything it started
+    held = {stage: json.loads((markers / stage).read_text()) for stage in holds}
+    for stage, info in held.items():
+        (markers / f"{stage}.release").touch()  # a held Dask worker now SIGKILLs itself
+        _wait_gone(info["pid"])
+    services.plan()
+    services.idle()
+    temps = {str(t): (t / "meta.json").is_file() for t in temp_folders(work)}
+    return KillRecord(
+        kill, held, finished_folders(work), cache_records(work), temps,
+        _run_log(services, log, offset), time.perf_counter() - start, reopened,
+    )  # fmt: skip
+
+
+def _tear_cache_records(work: Path) -> list[str]:
+    """Prefect writes its cache record non-atomically: leave one torn, one empty."""
+    records = sorted((work / "artifacts").glob(f"tree/*/{RESULT_FILE}"))
+    records += sorted((work / "artifacts").glob(f"vocabulary/*/{RESULT_FILE}"))
+    torn = []
+    for record, keep in zip(records[:2], (0.5, 0.0), strict=False):
+        data = record.read_bytes()
+        record.write_bytes(data[: int(len(data) * keep)])
+        torn.append(f"{record.parent.parent.name}/{record.parent.name}")
+    return torn
+
+
+@pytest.fixture(scope="module")
+def campaign(services: Services) -> Campaign:
+    base = services.base
+    result = Campaign(reference=base / "reference", work=base / "crashed")
+    code = code_fingerprint.__wrapped__()
+    start = time.perf_counter()
+    _run_to_end(services, result.reference, base / "reference.log")
+    result.seconds["reference run"] = time.perf_counter() - start
+    for kill in KILLS:
+        result.kills.append(_kill_during(services, kill, result.work, result.reference))
+    result.torn_records = _tear_cache_records(result.work)
+    start = time.perf_counter()
+    result.final_log = _run_to_end(services, result.work, base / "final.log")
+    result.seconds["final run"] = time.perf_counter() - start
+    if code_fingerprint.__wrapped__() != code:  # every cache key changed under the runs
+        pytest.fail("xmc_core was edited while the crash campaign ran: run it again")
+    result.seconds |= {f"kill {r.kill.name}": r.seconds for r in result.kills}
+    audit = base / "audit.jsonl"
+    result.audit = [json.loads(line) for line in audit.read_text().splitlines()]
+    print("\ncrash campaign timings (s):", {k: round(v, 1) for k, v in result.seconds.items()})
+    print("re-opened before their kill:", [n for r in result.kills for n in r.reopened])
+    return result
+
+
+def _later_logs(c: Campaign, index: int) -> str:
+    return "\n".join([r.log for r in c.kills[index + 1 :]] + [c.final_log])
+
+
+@pytest.mark.parametrize("index", range(len(KILLS)), ids=[k.name for k in KILLS])
+def test_kill_during_stage_then_rerun_reuses_finished_stages(
+    campaign: Campaign, index: int
+) -> None:
+    record, kill = campaign.kills[index], KILLS[index]
+    # each stage was killed mid-write: its temporary folder is left, never renamed into place
+    for hold in kill.holds:
+        marker = record.markers[hold.stage]
+        tmp = Path(marker["tmp"])
+        assert tmp.parent.name == hold.stage and tmp.name[0] == "." and tmp.suffix == ".tmp"
+        assert record.temps_meta[str(tmp)] is (hold.point == "meta"), marker
+        assert sum(1 for k in record.finished if k.startswith(f"{hold.stage}/")) >= hold.after
+        assert f"{hold.stage}/{tmp.name[1:].split('.')[0]}" not in record.finished
+    # what was finished before the kill is never recomputed: same files, no "wrote" line
+    later = _later_logs(campaign, index)
+    now = finished_folders(campaign.work)
+    reopened = {n for r in campaign.kills[index + 1 :] for n in r.reopened}
+    for name, ident in record.finished.items():
+        if name in reopened:
+            continue
+        assert now.get(name) == ident, f"{name} was rewritten after kill {kill.name}"
+        assert f": wrote {campaign.work / 'artifacts' / name} " not in later, name
+    # the rerun took finished stages from the cache, and redid the killed one
+    nxt = campaign.kills[index + 1].log if index + 1 < len(KILLS) else campaign.final_log
+    if record.recorded:
+        assert "Finished in state Cached" in nxt
+    for hold in kill.holds:
+        assert f"{hold.stage}: wrote {campaign.work / 'artifacts' / hold.stage}/" in nxt
+
+
+def test_no_process_reads_a_half_written_artifact(campaign: Campaign) -> None:
+    flows = [r for r in campaign.audit if r.get("argv", [""])[0] == "-m"]
+    workers = [r for r in campaign.audit if r.get("argv", [])[1:] == ["--multiprocessing-fork"]]
+    # every run's flow process carried the hook, and the Dask workers (restarted after a kill)
+    assert len(flows) == len(KILLS) + 2 and len(workers) >= 2
+    assert [r for r in campaign.audit if "violation" in r] == []
+    assert temp_folders(campaign.work), "the kills left no temporary folder behind"
+
+
+def test_rerun_after_every_kill_matches_the_uninterrupted_run(campaign: Campaign) -> None:
+    ref, work = campaign.reference, campaign.work
+    assert set(finished_folders(work)) == set(finished_folders(ref))  # same keys: same inputs
+    assert len(list((work / "artifacts" / "level").iterdir())) >= TREE_DEPTH
+    tree = next((ref / "artifacts" / "tree").iterdir())
+    assert len(read_meta(tree, "LabelTree")["level_sizes"]) == TREE_DEPTH  # every level killed
+    (model,) = [f for f in (work / "artifacts" / "model").iterdir() if f.name[0] != "."]
+    ref_model = ref / "artifacts" / "model" / model.name
+    files = sorted(p.relative_to(model) for p in model.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(ref_model) for p in ref_model.rglob("*") if p.is_file())
+    for rel in files:
+        if rel.name != RESULT_FILE:  # Prefect's record holds the absolute path
+            assert (model / rel).read_bytes() == (ref_model / rel).read_bytes(), rel
+    for name in finished_folders(work):
+        folder = work / "artifacts" / name
+        if folder.parent.name in NO_META_STAGES:
+            key = NO_META_STAGES[folder.parent.name]
+            assert (folder / key).read_bytes() == (ref / "artifacts" / name / key).read_bytes()
+        else:
+            cls = json.loads((folder / "meta.json").read_text())["class"]
+            read_meta(folder, cls, verify=True)
+            assert (folder / "meta.json").read_bytes() == (
+                ref / "artifacts" / name / "meta.json"
+            ).read_bytes(), name
+
+
+def test_torn_prefect_cache_records_are_a_cache_miss(campaign: Campaign) -> None:
+    assert len(campaign.torn_records) == 2
+    for name in campaign.torn_records:
+        folder = campaign.work / "artifacts" / name
+        assert f"reusing finished artifact {folder}" in campaign.final_log
+        json.loads((folder / RESULT_FILE).read_text())  # rewritten whole
+
+
+def test_a_crash_inside_atomic_dir_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "artifacts" / "stage" / "key"
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "X.npz").write_bytes(b"half")
+        raise RuntimeError("crash")
+    assert list(target.parent.iterdir()) == []
+
+
+def test_a_sigkill_inside_atomic_dir_leaves_only_a_hidden_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "artifacts" / "stage" / "key"
+    code = (
+        "import os, signal, sys\nfrom xmc_core.atomic import atomic_dir\n"
+        "with atomic_dir(sys.argv[1]) as tmp:\n"
+        "    (tmp / 'X.npz').write_bytes(b'half')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(target)], cwd=ROOT)
+    assert proc.returncode == -signal.SIGKILL
+    (left,) = target.parent.iterdir()
+    assert left.name.startswith(".key.") and left.name.endswith(".tmp")
+    assert not target.exists()
+    with atomic_dir(target) as tmp:  # a rerun writes beside it and never looks at it
+        (tmp / "X.npz").write_bytes(b"whole")
+    assert (target / "X.npz").read_bytes() == b"whole"
+
+
+def test_a_half_written_folder_renamed_by_hand_fails_clearly(tmp_path: Path) -> None:
+    target = tmp_path / "key"
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "W.npz").write_bytes(b"half")
+        shutil.copytree(tmp, tmp_path / "copy")
+        raise RuntimeError("crash")
+    os.rename(tmp_path / "copy", target)
+    with pytest.raises(ArtifactError) as excinfo:
+        read_meta(target, "LevelRankers")
+    message = str(excinfo.value)
+    assert str(target / "meta.json") in message and "meta.json is missing" in message
+    assert "not a saved xmc artifact" in message

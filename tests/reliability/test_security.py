@@ -1,0 +1,359 @@
+"""Security: no unpickling or shell anywhere, servers bind 127.0.0.1, landing-folder names
+cannot escape, and configuration values stay plain strings that nothing executes."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from xmc_core.cli import _parser
+from xmc_core.config import XmcConfig
+from xmc_core.corpus.landing import (
+    archive,
+    examine,
+    ingest_drop,
+    quarantine,
+    safe_name,
+    scan_drops,
+)
+from xmc_core.errors import InputError
+
+pytestmark = pytest.mark.reliability
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("xmc_core", "tasks", "flows")
+UNSAFE_MODULES = ("pickle", "_pickle", "cPickle", "cloudpickle", "dill", "joblib", "shelve")
+SHELL_CALLS = {
+    ("os", "system"), ("os", "popen"), ("subprocess", "getoutput"),
+    ("subprocess", "getstatusoutput"), ("pd", "read_pickle"), ("pandas", "read_pickle"),
+    ("yaml", "load"), ("yaml", "unsafe_load"), ("yaml", "full_load"), ("marshal", "loads"),
+}  # fmt: skip
+SUBPROCESS_CALLS = {"run", "call", "check_call", "check_output", "Popen"}
+LINES_OK = {
+    "train_texts.txt": "one\ntwo\n",
+    "train_labels.txt": "a\na,b\n",
+    "test_texts.txt": "three\n",
+    "test_labels.txt": "b\n",
+}
+SERVER_COMMANDS = re.compile(
+    r"(prefect server start|mlflow server|mlflow ui|mlflow models serve|xmc serve|uvicorn"
+    r"|dask scheduler|dask worker)"
+)
+
+
+# --- (a) no unpickling, no shell: an AST scan of the library, the tasks and the flows
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _is_const(node: ast.expr | None, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def unsafe_calls(source: str) -> list[str]:
+    """What in ``source`` could unpickle, run a shell or execute text, one line each."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.append(node.module)
+                if node.module in ("os", "subprocess", "torch", "yaml", "numpy"):
+                    names += [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] in UNSAFE_MODULES or tuple(name.split(".")) in SHELL_CALLS:
+                    found.append(f"{line}: imports {name}")
+                if name in ("torch.load", "numpy.load"):
+                    found.append(f"{line}: imports {name} by name (call it as a module attribute)")
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        parts = tuple(name.split("."))
+        if parts[-2:] in SHELL_CALLS or name in ("eval", "exec", "compile", "__import__"):
+            found.append(f"{line}: calls {name}")
+        if name in ("np.load", "numpy.load") and not (
+            _keyword(node, "allow_pickle") is None
+            or _is_const(_keyword(node, "allow_pickle"), False)
+        ):
+            found.append(f"{line}: {name} with allow_pickle")
+        if name == "torch.load" and not _is_const(_keyword(node, "weights_only"), True):
+            found.append(f"{line}: torch.load without weights_only=True")
+        if parts[0] == "subprocess" and parts[-1] in SUBPROCESS_CALLS:
+            shell = _keyword(node, "shell")
+            if shell is not None and not _is_const(shell, False):
+                found.append(f"{line}: {name} with shell")
+            if node.args and isinstance(node.args[0], ast.Constant | ast.JoinedStr | ast.BinOp):
+                found.append(f"{line}: {name} given a command string, not an argument list")
+        if _is_const(_keyword(node, "trust_remote_code"), True):
+            found.append(f"{line}: {name} with trust_remote_code=True")
+    return found
+
+
+def test_no_module_unpickles_runs_a_shell_or_executes_text() -> None:
+    offenders = []
+    files = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
+    assert len(files) > 40
+    for path in files:
+        offenders += [
+            f"{path.relative_to(ROOT)}:{hit}"
+            for hit in unsafe_calls(path.read_text(encoding="utf-8"))
+        ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import pickle", "imports pickle"),
+        ("import cloudpickle as cp", "imports cloudpickle"),
+        ("from joblib import load", "imports joblib"),
+        ("import dill.settings", "imports dill.settings"),
+        ("import numpy as np\nnp.load(p, allow_pickle=True)", "np.load with allow_pickle"),
+        ("import numpy\nnumpy.load(p, allow_pickle=flag)", "numpy.load with allow_pickle"),
+        ("import torch\ntorch.load(p)", "torch.load without weights_only=True"),
+        ("import torch\ntorch.load(p, weights_only=False)", "torch.load without weights_only"),
+        ("from torch import load", "imports torch.load by name"),
+        ("import subprocess\nsubprocess.run(cmd, shell=True)", "subprocess.run with shell"),
+        ("import subprocess\nsubprocess.Popen('ls -l')", "given a command string"),
+        ("import subprocess\nsubprocess.check_output(f'ls {x}')", "given a command string"),
+        ("import os\nos.system('ls')", "calls os.system"),
+        ("import os\nos.popen('ls')", "calls os.popen"),
+        ("from os import system", "imports os.system"),
+        ("import subprocess\nsubprocess.getoutput('ls')", "calls subprocess.getoutput"),
+        ("import yaml\nyaml.load(text, Loader=yaml.Loader)", "calls yaml.load"),
+        ("eval(text)", "calls eval"),
+        ("exec(text)", "calls exec"),
+        ("m.from_pretrained(p, trust_remote_code=True)", "trust_remote_code=True"),
+    ],
+)
+def test_the_scan_catches_each_unsafe_pattern(source: str, expected: str) -> None:
+    assert any(expected in hit for hit in unsafe_calls(source)), unsafe_calls(source)
+
+
+def test_the_scan_accepts_the_safe_forms() -> None:
+    safe = (
+        "import numpy as np\nimport subprocess\nimport torch\nimport yaml\n"
+        "np.load(p, allow_pickle=False)\nnp.load(p)\ntorch.load(p, weights_only=True)\n"
+        "subprocess.run(['git', 'status'], shell=False)\nyaml.safe_load(text)\nmodel.eval()\n"
+    )
+    assert unsafe_calls(safe) == []
+
+
+# --- (b) servers bind 127.0.0.1
+
+
+def test_xmc_serve_binds_localhost_by_default() -> None:
+    args = _parser().parse_args(["serve", "models:/xmc@champion"])
+    assert args.host == "127.0.0.1"
+    import inspect
+
+    from xmc_core.serving.http import serve
+
+    assert inspect.signature(serve).parameters["host"].default == "127.0.0.1"
+
+
+def _commands(text: str, markdown: bool) -> list[str]:
+    """Shell commands of a file, whitespace collapsed: in Markdown the lines of code blocks
+    (continuations joined) and the inline code spans, elsewhere every line."""
+    text = text.replace("\\\n", " ")
+    if markdown:
+        blocks = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        lines = [line for block in blocks for line in block.splitlines()]
+        lines += re.findall(r"`([^`]+)`", prose)
+    else:
+        lines = text.splitlines()
+    return [" ".join(c.split()) for c in lines]
+
+
+@pytest.mark.parametrize("name", ["README.md", "prefect.yaml", "Makefile", "BENCHMARKS.md"])
+def test_documented_servers_bind_localhost(name: str) -> None:
+    path = ROOT / name
+    if not path.is_file():
+        pytest.skip(f"no {name}")
+    text = path.read_text(encoding="utf-8")
+    assert "0.0.0.0" not in text and "--host ::" not in text
+    servers = [c for c in _commands(text, name.endswith(".md")) if SERVER_COMMANDS.search(c)]
+    for command in servers:
+        hosts = re.findall(r"(?:--host[ =]|(?<!\S)-h )(\S+)", command)
+        assert all(h.strip("`'\"") in ("127.0.0.1", "localhost") for h in hosts), command
+        if "xmc serve" not in command:  # its default is checked above
+            assert hosts, f"{name}: no --host 127.0.0.1 in {command}"
+    if name == "README.md":
+        assert len(servers) >= 4  # prefect, mlflow server/ui/models serve, xmc serve
+
+
+# --- (c) landing-folder names cannot escape
+
+
+def make_drop(landing: Path, name: str, files: dict[str, str]) -> Path:
+    folder = landing / name
+    folder.mkdir(parents=True)
+    for fname, content in files.items():
+        (folder / fname).write_text(content)
+    return folder
+
+
+def test_a_drop_named_dot_dot_or_with_a_separator_is_refused(tmp_path: Path) -> None:
+    landing, outside = tmp_path / "landing", tmp_path / "outside"
+    make_drop(outside, "stolen", LINES_OK)
+    landing.mkdir()
+    root = landing.resolve()
+    for name in ("..", ".", "", "../outside", "../outside/stolen", "a/../../outside", "x\\..\\y"):
+        drop = examine(root, name)
+        assert not drop.ok, name
+        assert drop.problem is not None and "fix:" in str(drop.problem)
+    assert (outside / "stolen" / "train_texts.txt").is_file()  # never moved nor read
+
+
+def test_links_to_system_folders_are_refused_and_never_followed(tmp_path: Path) -> None:
+    landing, qdir = tmp_path / "landing", tmp_path / "quarantine"
+    landing.mkdir()
+    os.symlink("/etc", landing / "etc")
+    os.symlink("/", landing / "root")
+    drop = make_drop(landing, "inside", LINES_OK)
+    os.symlink("../../../../../../etc/passwd", drop / "train_ids.txt")  # relative escape
+    hop = make_drop(landing, "hop", LINES_OK)
+    os.symlink(drop / "train_texts.txt", hop / "inner.txt")  # into another drop
+    sneaky = make_drop(landing, "sneaky", LINES_OK)
+    (sneaky / "sub").mkdir()
+    os.symlink("/etc", sneaky / "sub" / "cfg")  # a linked folder deeper down
+    loop = make_drop(landing, "loop", LINES_OK)
+    os.symlink(".", loop / "self")  # a loop that stays inside: allowed, and the walk ends
+    found = {d.name: d for d in scan_drops(landing)}
+    for name in ("etc", "root"):
+        assert "symbolic link" in str(found[name].problem)
+    for name in ("inside", "hop", "sneaky"):
+        assert "outside the drop" in str(found[name].problem), name
+    assert found["loop"].ok
+    moved = quarantine(found["etc"].path, qdir, str(found["etc"].problem))
+    assert (moved / "etc").is_symlink() and Path("/etc").is_dir()  # the link moved, not /etc
+
+
+def test_a_drop_swapped_for_a_link_after_the_scan_is_refused(tmp_path: Path) -> None:
+    landing, outside = tmp_path / "landing", tmp_path / "outside"
+    make_drop(outside, "elsewhere", LINES_OK)
+    make_drop(landing, "week1", LINES_OK)
+    (drop,) = scan_drops(landing)
+    assert drop.ok
+    (landing / "week1").rename(tmp_path / "gone")
+    os.symlink(outside / "elsewhere", landing / "week1")  # the folder becomes a link
+    with pytest.raises(InputError, match="symbolic link"):
+        ingest_drop(drop, tmp_path / "ingested")
+    assert not (tmp_path / "ingested").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["..", "...", "../../etc", "a/b", "x\\..\\y", ".hidden", "REASON.txt", "tab\there", "é" * 100],
+)
+def test_quarantine_and_archive_names_stay_inside_their_folder(tmp_path: Path, name: str) -> None:
+    cleaned = safe_name(name)
+    assert "/" not in cleaned and "\\" not in cleaned and ".." not in cleaned
+    assert cleaned and not cleaned.startswith(".") and len(cleaned.encode()) <= 128
+    if "/" in name or name in ("..", "."):
+        return  # no such entry can exist in a folder
+    landing, qdir, adir = tmp_path / "landing", tmp_path / "quarantine", tmp_path / "archive"
+    landing.mkdir()
+    (landing / name).write_text("x")
+    folder = quarantine(landing / name, qdir, "test")
+    assert folder.parent == qdir and [p.read_text() for p in folder.iterdir()].count("x") == 1
+    assert "test" in (folder / "REASON.txt").read_text()  # never replaced by the entry
+    (landing / name).mkdir()
+    folder = archive(landing / name, adir)
+    assert folder.parent == adir and len(list(folder.iterdir())) == 1
+
+
+# --- (d) configuration values are plain strings that nothing executes
+
+NASTY = [
+    "; rm -rf / #", "$(touch canary)", "`touch canary`", "| touch canary", "&& touch canary",
+    "\n touch canary", "' ; touch canary ; '", "canary\"; touch canary; echo \"",
+]  # fmt: skip
+
+
+def test_unknown_config_keys_are_rejected() -> None:
+    for override in ("nonsense=1", "tfidf.nonsense=1", "tracking.uri.deep=1", "data=3"):
+        with pytest.raises(InputError, match=r"invalid configuration|is not a section"):
+            XmcConfig.load(None, [override])
+
+
+def test_config_yaml_cannot_construct_python_objects(tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f'work_dir: !!python/object/apply:os.system ["touch {canary}"]\n')
+    drop = make_drop(tmp_path / "landing", "drop", LINES_OK)
+    (drop / "drop.yaml").write_text(f'format: !!python/object/apply:os.system ["touch {canary}"]')
+    (found,) = scan_drops(tmp_path / "landing")
+    assert "cannot be parsed" in str(found.problem)
+    with pytest.raises(InputError, match="not valid YAML"):
+        XmcConfig.load(cfg)
+    with pytest.raises(InputError, match="override"):
+        XmcConfig.load(None, [f'work_dir=!!python/object/apply:os.system ["touch {canary}"]'])
+    with pytest.raises(InputError, match="override"):
+        XmcConfig.load(None, ["work_dir=[unclosed"])
+    assert not canary.exists()
+
+
+def test_shell_metacharacters_stay_literal_paths_and_strings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.tracking import flatten_config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for value in NASTY:
+        quoted = yaml.safe_dump(value, default_style='"').strip()
+        cfg = XmcConfig.load(
+            None,
+            [
+                f"work_dir={quoted}",
+                f"data.dataset={quoted}",
+                f"tracking.run_name={quoted}",
+                f"tracking.experiment={quoted}",
+            ],
+        )
+        assert cfg.work_dir == Path(value) and cfg.data.dataset == Path(value)
+        params = flatten_config(cfg)
+        assert params["tracking.run_name"] == value == params["tracking.experiment"]
+        assert params["work_dir"] == str(Path(value)) == params["data.dataset"]
+        assert cfg.tracking_uri() == f"sqlite:///{Path(value).resolve() / 'mlflow' / 'mlflow.db'}"
+    assert not (tmp_path / "canary").exists()
+
+
+def _xmc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "xmc_core.cli", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_treats_shell_metacharacters_as_plain_paths(tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    weird = tmp_path / "data; touch canary $(touch canary) `touch canary` | touch canary"
+    made = _xmc("synth", str(weird), "--scale", "0.01", "--rows-per-group", "100", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert weird.is_dir() and (weird / "manifest.json").is_file()  # a folder of that very name
+    dumped = _xmc("dump-config", "--set", "tracking.run_name=$(touch canary)", cwd=tmp_path)
+    assert dumped.returncode == 0 and "$(touch canary)" in dumped.stdout
+    missing = _xmc("evaluate", str(weird / "no model; ls"), str(weird), cwd=tmp_path)
+    assert missing.returncode == 2 and "error:" in missing.stderr
+    assert "Traceback" not in missing.stderr and "no model; ls" in missing.stderr
+    assert not canary.exists()
