@@ -1,9 +1,10 @@
-"""Reliability suites: the ``reliability`` marker and the fuzz suite's outcome counts.
+"""Reliability suites: the ``reliability`` marker and the suites' outcome counts.
 
-When ``XMC_RELIABILITY_STATS`` names a file, the session appends one JSON line to it::
+When ``XMC_RELIABILITY_STATS`` names a file, the session appends one JSON line per suite::
 
     {"suite": "fuzz", "inputs": n, "clear_errors": n, "accepted": n, "tracebacks": 0,
      "partial_outputs": 0, "formats": {"lines": {"inputs": n, ...}, ...}}
+    {"suite": "crash", "faults": n, "data_lost": 0, ...}      # from ``suite_stats.add``
 """
 
 from __future__ import annotations
@@ -47,6 +48,25 @@ class FuzzStats:
 FUZZ_STATS = FuzzStats()
 
 
+class SuiteStats:
+    """Counts the other suites add (faults injected, data lost ...), by suite name."""
+
+    def __init__(self) -> None:
+        self.by_suite: dict[str, Counter[str]] = {}
+
+    def add(self, suite: str, **counts: int) -> None:
+        self.by_suite.setdefault(suite, Counter()).update(counts)
+
+
+SUITE_STATS = SuiteStats()
+
+
+@pytest.fixture(scope="session")
+def suite_stats() -> SuiteStats:
+    """The session's per-suite counter (written to $XMC_RELIABILITY_STATS at session end)."""
+    return SUITE_STATS
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "reliability: malformed-input, crash and artifact reliability suites"
@@ -61,7 +81,9 @@ def fuzz_stats() -> FuzzStats:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     target = os.environ.get("XMC_RELIABILITY_STATS")
-    if not target or not FUZZ_STATS.by_format:
+    if not target:
         return
+    lines = [FUZZ_STATS.summary()] if FUZZ_STATS.by_format else []
+    lines += [{"suite": name, **counts} for name, counts in sorted(SUITE_STATS.by_suite.items())]
     with open(Path(target), "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(FUZZ_STATS.summary()) + "\n")
+        fh.writelines(json.dumps(line) + "\n" for line in lines)

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from tests.reliability.conftest import SuiteStats
 from xmc_core.artifacts import sha256_file
 from xmc_core.atomic import write_json
 from xmc_core.cli import main as xmc_main
@@ -328,7 +329,7 @@ def expect_named_error(load: Callable[[Path], object], folder: Path, named: Path
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("artifact", LOADERS)
 def test_damaged_artifact_fails_with_an_error_naming_the_file(
-    pristine: dict[str, Path], tmp_path: Path, artifact: str, kind: str
+    pristine: dict[str, Path], tmp_path: Path, artifact: str, kind: str, suite_stats: SuiteStats
 ) -> None:
     load = _loaders()[artifact]
     load(pristine[artifact])  # the pristine folder loads
@@ -345,6 +346,8 @@ def test_damaged_artifact_fails_with_an_error_naming_the_file(
     COUNTS[kind] = COUNTS.get(kind, 0) + len(cases)
     if kind not in LENIENT:
         assert [rel for rel, outcome in outcomes.items() if outcome != "error"] == []
+    errors = sum(outcome == "error" for outcome in outcomes.values())
+    suite_stats.add("artifacts", faults=len(cases), clear_errors=errors, tracebacks=0)
 
 
 @pytest.mark.parametrize("artifact", LOADERS)

@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from tests.reliability.conftest import SuiteStats
 from xmc_core.artifacts import read_meta
 from xmc_core.atomic import atomic_dir, write_json
 from xmc_core.errors import ArtifactError
@@ -563,7 +564,9 @@ def test_no_process_reads_a_half_written_artifact(campaign: Campaign) -> None:
     assert temp_folders(campaign.work), "the kills left no temporary folder behind"
 
 
-def test_rerun_after_every_kill_matches_the_uninterrupted_run(campaign: Campaign) -> None:
+def test_rerun_after_every_kill_matches_the_uninterrupted_run(
+    campaign: Campaign, suite_stats: SuiteStats
+) -> None:
     ref, work = campaign.reference, campaign.work
     assert set(finished_folders(work)) == set(finished_folders(ref))  # same keys: same inputs
     assert len(list((work / "artifacts" / "level").iterdir())) >= TREE_DEPTH
@@ -587,6 +590,10 @@ def test_rerun_after_every_kill_matches_the_uninterrupted_run(campaign: Campaign
             assert (folder / "meta.json").read_bytes() == (
                 ref / "artifacts" / name / "meta.json"
             ).read_bytes(), name
+    held = sum(len(kill.holds) for kill in KILLS)
+    suite_stats.add(
+        "crash", faults=len(KILLS) + len(campaign.torn_records), stages_killed=held, data_lost=0
+    )
 
 
 def test_torn_prefect_cache_records_are_a_cache_miss(campaign: Campaign) -> None:
