@@ -1,6 +1,9 @@
 """Atomic writes: everything is written to a temporary name beside its target, then renamed.
 
-A crash at any point leaves either the old content or the new, never half of either.
+A crash at any point leaves either the old content or the new, never half of either. The
+renamed file or folder gets the permissions a plain ``open``/``mkdir`` would give it (0666 /
+0777 minus the umask), not the private 0600 / 0700 of the temporary names, so a worker running as
+another user can read a shared ``work_dir``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` is not thread-safe)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
 
 
 def _fsync_dir(path: Path) -> None:
@@ -36,6 +48,7 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, target)
         _fsync_dir(target.parent)
     finally:
@@ -73,6 +86,7 @@ def atomic_dir(target: str | Path, overwrite: bool = False) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
         _fsync_dir(tmp)
         if target.exists():
             old = Path(

@@ -93,3 +93,19 @@ def test_parent_meta_covers_its_saved_parts(tmp_path: Path) -> None:
     write_json(folders[0] / "part" / "meta.json", {"class": "Part", "edited": True})
     with pytest.raises(ArtifactError, match=r"part/meta\.json: checksum mismatch"):
         read_meta(folders[0], "Parent")
+
+
+def test_atomic_outputs_get_umask_permissions_not_private_ones(tmp_path: Path) -> None:
+    """A worker running as another user can read what was written (not mkstemp's 0600)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_json(tmp_path / "f.json", {"a": 1})
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "x.txt").write_text("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
