@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from xmc_core.corpus.importers.textio import iter_lines
 from xmc_core.corpus.schema import Manifest
-from xmc_core.corpus.writer import DatasetWriter, brief
+from xmc_core.corpus.values import brief
+from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
+
+Records = Iterator[tuple[int, dict[str, Any]]]
+"""(row or line number from 1, record) pairs, as the tabular readers yield them."""
+
+OPTION_OF = {"text": "--text-column", "labels": "--labels-column", "doc_id": "--id-column"}
+"""The ``xmc ingest`` option naming the column of each role (for error messages)."""
 
 _LISTED_FILES = 20
 
