@@ -335,18 +335,18 @@ def test_damaged_artifact_fails_with_an_error_naming_the_file(
     load(pristine[artifact])  # the pristine folder loads
     cases = KINDS[kind](pristine[artifact])
     assert cases
-    outcomes = {}
+    outcomes: list[tuple[Path, str]] = []  # one per case (several cases may damage one file)
     for rel, damage in cases:  # each on a fresh copy
         work = tmp_path / "copy"
         if work.exists():
             shutil.rmtree(work)
         shutil.copytree(pristine[artifact], work)
         damage(work)
-        outcomes[rel] = expect_named_error(load, work, work / rel)
+        outcomes.append((rel, expect_named_error(load, work, work / rel)))
     COUNTS[kind] = COUNTS.get(kind, 0) + len(cases)
     if kind not in LENIENT:
-        assert [rel for rel, outcome in outcomes.items() if outcome != "error"] == []
-    errors = sum(outcome == "error" for outcome in outcomes.values())
+        assert [rel for rel, outcome in outcomes if outcome != "error"] == []
+    errors = sum(outcome == "error" for _, outcome in outcomes)
     suite_stats.add("artifacts", faults=len(cases), clear_errors=errors, tracebacks=0)
 
 
