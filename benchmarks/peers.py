@@ -278,17 +278,23 @@ def peers_versions(python: Path) -> dict[str, str]:
     return json.loads(proc.stdout)
 
 
-def machine_info(peers_python: Path) -> dict[str, Any]:
-    """Where and with what the benchmark ran."""
+def machine_basics() -> dict[str, Any]:
+    """CPU, memory and platform of this machine."""
     with open("/proc/cpuinfo", encoding="utf-8") as fh:
         models = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")]
-    libs = ["numpy", "scipy", "numba", "pyarrow", "psutil", "xmc"]
     return {
         "nproc": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)),
         "cpu_model": models[0] if models else platform.processor(),
         "memory_gb": psutil.virtual_memory().total / 2**30,
         "platform": platform.platform(),
+    }
+
+
+def machine_info(peers_python: Path) -> dict[str, Any]:
+    """Where and with what the benchmark ran."""
+    libs = ["numpy", "scipy", "numba", "pyarrow", "psutil", "xmc"]
+    return machine_basics() | {
         "project_venv": {"python": platform.python_version()} | {lib: version(lib) for lib in libs},
         "peers_venv": peers_versions(peers_python),
     }

@@ -419,8 +419,6 @@ def markdown(report: dict[str, Any]) -> str:
 
 def machine_info() -> dict[str, Any]:
     """Where and with what the benchmark ran."""
-    with open("/proc/cpuinfo", encoding="utf-8") as fh:
-        models = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")]
     libs = [
         "numpy",
         "scipy",
@@ -435,12 +433,7 @@ def machine_info() -> dict[str, Any]:
         "psutil",
         "xmc",
     ]
-    return {
-        "nproc": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)),
-        "cpu_model": models[0] if models else platform.processor(),
-        "memory_gb": psutil.virtual_memory().total / 2**30,
-        "platform": platform.platform(),
+    return peers.machine_basics() | {
         "python": platform.python_version(),
         "niceness": os.nice(0),
         **{lib: version(lib) for lib in libs},
