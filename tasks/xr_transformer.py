@@ -202,7 +202,8 @@ def embed_split(
             if split == "train":  # the checkpoint holds the matcher documents' embeddings
                 E = final_embeddings(ckpt, encoder, tokens, matcher)
             else:
-                E = embed(encoder, tokens, device, matcher.embed_batch_size, matcher.bf16)
+                what = f"embedding {split}"
+                E = embed(encoder, tokens, device, matcher.embed_batch_size, matcher.bf16, what)
             feats = SplitFeatures.load(split_dir)
             X = concat_features(feats.X, E, matcher.embedding_weight)
             save_arrays(tmp / EMBEDDINGS_FILE, E=E)

@@ -8,6 +8,7 @@ plain Hugging Face folder (``config.json``, ``model.safetensors``, tokenizer fil
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -22,11 +23,14 @@ from torch import nn
 from xmc_core.artifacts import read_meta, write_meta
 from xmc_core.config import EncoderConfig
 from xmc_core.errors import ArtifactError, InputError
+from xmc_core.progress import RateLog
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from xmc_core.transformer.tokens import TokenizedTexts
+
+log = logging.getLogger(__name__)
 
 
 def default_encoder_path() -> Path:
@@ -177,22 +181,27 @@ def embed(
     device: torch.device,
     batch_size: int = 128,
     bf16: bool = True,
+    what: str = "embedding",
 ) -> np.ndarray:
     """Unit-norm embeddings of tokenized texts: float32 (n, hidden), in input order.
 
-    Documents are batched by length (longest first) so padding stays small.
+    Documents are batched by length (longest first) so padding stays small. Runs longer than
+    30 s log their progress as ``what: i/n docs (pct), rate, time left``.
     """
     was_training = encoder.training
     encoder.eval().to(device)
     n = tokens.n_docs
     out = np.empty((n, encoder.hidden_size), dtype=np.float32)
     order = np.argsort(-tokens.lengths, kind="stable")
+    progress = RateLog(log, what, total=n, unit="docs")
     try:
         for start in range(0, n, batch_size):
             rows = order[start : start + batch_size]
             ids, mask = tokens.batch(rows, device)
             with autocast(device, bf16):
                 out[rows] = encoder(ids, mask).float().cpu().numpy()
+            progress.update(len(rows))
+        progress.done()
     finally:
         encoder.train(was_training)
     return out

@@ -139,11 +139,12 @@ def train_matcher_level(
     if cfg.bootstrap:
         if E_prev is None:
             E_prev = np.zeros((n, encoder.hidden_size), dtype=np.float32)
-            E_prev[train_rows] = _embed(encoder, tokens, train_rows, device, cfg)
+            what = f"matcher level {level}: embedding for the bootstrap"
+            E_prev[train_rows] = _embed(encoder, tokens, train_rows, device, cfg, what)
         sub = _restrict(problem, train_rows)
         head.set_arrays(*bootstrap_head(E_prev[train_rows], sub, tree.C[level], cfg.seed))
     history = fit_level(encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level)
-    E = _embed(encoder, tokens, rows, device, cfg)
+    E = _embed(encoder, tokens, rows, device, cfg, f"matcher level {level}: embedding")
     W, b = head.arrays()
     candidates = None
     if predicted is not None:
@@ -200,8 +201,9 @@ def _embed(
     rows: np.ndarray,
     device: torch.device,
     cfg: MatcherConfig,
+    what: str,
 ) -> np.ndarray:
-    return embed(encoder, tokens.take(rows), device, cfg.embed_batch_size, cfg.bf16)
+    return embed(encoder, tokens.take(rows), device, cfg.embed_batch_size, cfg.bf16, what)
 
 
 def _restrict(problem: LevelProblem, rows: np.ndarray) -> LevelProblem:

@@ -68,7 +68,10 @@ def final_embeddings(
     missing = np.setdiff1d(np.arange(tokens.n_docs), rows)
     if missing.size:
         device = resolve_device(cfg.device)
-        E[missing] = embed(encoder, tokens.take(missing), device, cfg.embed_batch_size, cfg.bf16)
+        what = "embedding the other training documents"
+        E[missing] = embed(
+            encoder, tokens.take(missing), device, cfg.embed_batch_size, cfg.bf16, what
+        )
     return E
 
 
