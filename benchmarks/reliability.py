@@ -46,11 +46,9 @@ import platform
 import re
 import resource
 import shlex
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -59,14 +57,24 @@ from xml.etree import ElementTree
 
 import load_client  # benchmarks/ (the script's folder) is on sys.path
 import peers
-import psutil
+from served_model import (
+    HOST,
+    SAMPLE_S,
+    Monitor,
+    call,
+    free_port,
+    log_findings,
+    prepare_dataset,
+    prepare_model,
+    start_server,
+    stop_server,
+    test_texts,
+    wait_for_health,
+)
 
 from xmc_core.atomic import write_text
-from xmc_core.corpus import Corpus
 
 REPO = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"
-SAMPLE_S = 0.25
 SUITE_KEYS = {
     "bad_inputs": ("inputs",),
     "faults": ("faults",),
@@ -74,144 +82,6 @@ SUITE_KEYS = {
     "errors": ("tracebacks",),
     "data_lost": ("partial_outputs", "data_lost"),
 }
-
-
-# ---------------------------------------------------------------- model and texts
-def xmc_command() -> list[str]:
-    """The ``xmc`` console script of this interpreter's environment."""
-    script = Path(sys.executable).with_name("xmc")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "xmc_core.cli"]
-
-
-def run_xmc(args: list[str]) -> None:
-    """Run one ``xmc`` command, echoing it; stop on failure."""
-    cmd = xmc_command() + args
-    print("$", shlex.join(cmd), flush=True)
-    subprocess.run(cmd, cwd=REPO, check=True)
-
-
-def prepare_dataset(src: Path, work: Path) -> Path:
-    """An ingested dataset folder: ``src`` itself, or ``src`` ingested once into ``work``."""
-    if (src / "manifest.json").exists():
-        return src
-    dest = work / "datasets" / src.name
-    if not (dest / "manifest.json").exists():
-        run_xmc(["ingest", "lines", str(src), str(dest), "--on-unlabeled", "keep"])
-    return dest
-
-
-def prepare_model(dataset: Path, work: Path) -> Path:
-    """A model trained by ``xmc train`` on ``dataset``, reused while ``xmc_core`` is unchanged."""
-    dest = work / "models" / f"{dataset.name}-{peers.xmc_digest()}"
-    if not dest.exists():  # xmc train writes the folder atomically
-        run_xmc(["train", str(dataset), str(dest)])
-    return dest
-
-
-def test_texts(dataset: Path, n: int) -> list[str]:
-    """The first ``n`` non-blank texts of the test split (fewer if the split is smaller)."""
-    texts = Corpus(dataset).read_split("test", ["text"]).column("text").to_pylist()
-    return [t for t in texts if t and t.strip()][:n]
-
-
-# ---------------------------------------------------------------- the server
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
-    """``xmc serve MODEL --port PORT`` on 127.0.0.1, output to ``log``."""
-    cmd = [*xmc_command(), "serve", str(model), "--host", HOST, "--port", str(port)]
-    print("$", shlex.join(cmd), f"> {log}", flush=True)
-    with open(log, "wb") as fh:
-        return subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
-
-
-def call(port: int, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
-    """One request on a fresh connection; the JSON answer (raises on a non-200 status)."""
-    conn = load_client.Connection(HOST, port, timeout)
-    try:
-        data = b"" if body is None else json.dumps(body).encode()
-        status, payload = conn.request(method, path, data)
-    finally:
-        conn.close()
-    if status != 200:
-        raise RuntimeError(f"{method} {path}: status {status}: {payload[:300]!r}")
-    return json.loads(payload)
-
-
-def wait_for_health(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            return call(port, "GET", "/health", timeout=2.0)
-        except (OSError, RuntimeError, ValueError):
-            time.sleep(0.3)
-    raise RuntimeError(f"no answer from /health within {timeout} s:\n{log.read_text()[-3000:]}")
-
-
-def stop_server(proc: subprocess.Popen) -> int | None:
-    """SIGTERM (uvicorn's graceful shutdown), SIGKILL after 20 s; the exit code."""
-    proc.terminate()
-    try:
-        return proc.wait(20)
-    except subprocess.TimeoutExpired:
-        peers.kill_tree(psutil.Process(proc.pid))
-        proc.wait()
-        return None
-
-
-def log_findings(log: Path) -> dict[str, int]:
-    """Tracebacks, ERROR lines and 5xx access-log lines in the server's output."""
-    text = log.read_text(errors="replace")
-    return {
-        "tracebacks": text.count("Traceback (most recent call last)"),
-        "error_lines": len(re.findall(r"^ERROR", text, flags=re.M)),
-        "access_5xx": len(re.findall(r'HTTP/1\.\d" 5\d\d', text)),
-        "access_lines": len(re.findall(r'"(?:GET|POST) ', text)),
-    }
-
-
-class Monitor(threading.Thread):
-    """Samples the RSS and CPU time of the server's process tree every SAMPLE_S."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.proc, self.samples, self.stop = psutil.Process(pid), [], threading.Event()
-
-    def sample(self) -> tuple[float, float, float]:
-        """(monotonic time, RSS MB, CPU s) of the tree now."""
-        tree, cpu = peers.process_tree(self.proc), 0.0
-        for p in tree:
-            try:
-                t = p.cpu_times()
-                cpu += t.user + t.system
-            except psutil.Error:
-                continue
-        return time.monotonic(), peers.tree_rss(tree) / 2**20, cpu
-
-    def run(self) -> None:
-        while not self.stop.wait(SAMPLE_S):
-            self.samples.append(self.sample())
-
-    def between(self, t0: float, t1: float) -> dict[str, Any]:
-        """Peak RSS, RSS growth, CPU seconds and utilisation between two monotonic times."""
-        inside = [s for s in self.samples if t0 <= s[0] <= t1] or self.samples[-1:]
-        first, last = inside[0], inside[-1]
-        span = max(last[0] - first[0], 1e-9)
-        return {
-            "peak_rss_mb": max(s[1] for s in inside),
-            "rss_first_mb": first[1],
-            "rss_last_mb": last[1],
-            "cpu_s": last[2] - first[2],
-            "cpu_percent_of_one_core": 100 * (last[2] - first[2]) / span,
-            "samples": len(inside),
-            "rss_mb_every_second": [round(s[1], 1) for s in inside[:: max(1, int(1 / SAMPLE_S))]],
-        }
 
 
 # ---------------------------------------------------------------- serving under load

@@ -24,17 +24,14 @@ folder read.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,21 +39,29 @@ from typing import Any
 import pytest
 
 from tests.reliability.conftest import SuiteStats
+from tests.reliability.crash_services import (
+    NO_META_STAGES,
+    RESULT_FILE,
+    ROOT,
+    RUN_TIMEOUT,
+    Services,
+    cache_records,
+    cluster_offset,
+    finished_folders,
+    kill_group,
+    run_log,
+    run_to_end,
+    start_run,
+    start_services,
+    temp_folders,
+    wait_gone,
+)
 from xmc_core.artifacts import read_meta
-from xmc_core.atomic import atomic_dir, write_json
+from xmc_core.atomic import atomic_dir
 from xmc_core.errors import ArtifactError
 from xmc_core.fingerprint import code_fingerprint
 
 pytestmark = pytest.mark.reliability
-
-ROOT = Path(__file__).resolve().parents[2]
-RUN_ARGS = [
-    "--set", "data.synthetic_scale=0.05", "--set", "data.rows_per_group=150",
-    "--set", "tracking.enabled=false",
-]  # fmt: skip
-RUN_TIMEOUT = 300.0
-RESULT_FILE = "prefect-result.json"
-NO_META_STAGES = {"evaluation": "metrics.json", "diagnostics": "diagnostics.json"}
 
 
 @dataclass(frozen=True)
@@ -93,325 +98,11 @@ KILLS = [
 ]
 TREE_DEPTH = sum(1 for k in KILLS for h in k.holds if h.stage == "level")
 
-HOOK = r'''
-"""Crash-test hook (tests/reliability/test_crash_safety.py): hold a stage, audit tmp reads."""
-import contextlib, json, os, signal, sys, threading, time
-from pathlib import Path
-
-_PLAN_FILE = os.environ.get("XMC_CRASH_PLAN_FILE")
-
-
-def _tmp_root(path):
-    """(temporary artifact folder ``.../artifacts/<stage>/.<key>.*.tmp`` holding path, stage)."""
-    parts = path.split(os.sep)
-    for i in range(2, len(parts)):
-        name = parts[i]
-        if parts[i - 2] == "artifacts" and name.startswith(".") and name.endswith(".tmp"):
-            return os.sep.join(parts[: i + 1]), parts[i - 1]
-    return None, None
-
-
-def _secede():
-    """In a Dask worker, give the held task's slot back: the other stages still run."""
-    if "distributed" in sys.modules:
-        import distributed
-
-        try:
-            distributed.get_worker()
-        except ValueError:
-            return
-        distributed.secede()
-
-
-def _install(audit_log):
-    own = set()
-    busy = threading.local()
-
-    def note(record):
-        busy.on = True
-        try:
-            with open(audit_log, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record) + "\n")
-        finally:
-            busy.on = False
-
-    def audit(event, args):
-        if event == "tempfile.mkdtemp":
-            own.add(os.path.abspath(args[0]))
-            return
-        if event not in ("open", "os.scandir", "os.listdir") or getattr(busy, "on", False):
-            return
-        path = args[0] if args else None
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        if not isinstance(path, (str, os.PathLike)):
-            return
-        path = os.path.abspath(os.fspath(path))
-        if ".tmp" not in path:
-            return
-        root, _ = _tmp_root(path)
-        if root is not None and root not in own:
-            note({"violation": event, "path": path, "pid": os.getpid()})
-
-    sys.addaudithook(audit)
-    note({"installed": os.getpid(), "argv": sys.argv[:2]})
-
-    import xmc_core.atomic as atomic
-
-    original = atomic.atomic_file
-
-    def hold(target):
-        root, stage = _tmp_root(os.path.abspath(str(target)))
-        if root is None:
-            return
-        with open(_PLAN_FILE, encoding="utf-8") as fh:
-            plan = json.load(fh)
-        if stage not in plan.get("holds", {}):
-            return
-        after, point = plan["holds"][stage]
-        if point == "meta" and not (target.name == "meta.json" and str(target.parent) == root):
-            return
-        finished = [p for p in Path(root).parent.iterdir() if p.is_dir() and p.name[0] != "."]
-        if len(finished) < after:
-            return
-        marker = os.path.join(plan["markers"], stage)
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return  # one held task per kill: the others go on
-        info = {"stage": stage, "tmp": root, "target": str(target), "pid": os.getpid()}
-        os.write(fd, json.dumps(info).encode())
-        os.close(fd)
-        _secede()
-        while not os.path.exists(marker + ".release"):  # the test SIGKILLs the flow meanwhile
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGKILL)  # a Dask worker dies with its task
-
-    @contextlib.contextmanager
-    def atomic_file(target):
-        with original(target) as tmp:
-            yield tmp
-        hold(Path(target))
-
-    atomic.atomic_file = atomic_file
-
-
-if _PLAN_FILE:
-    with open(_PLAN_FILE, encoding="utf-8") as _fh:
-        _install(json.load(_fh)["audit"])
-'''
-
-CLUSTER = r"""
-import os, sys, time
-from distributed import LocalCluster
-
-if __name__ == "__main__":
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, dashboard_address=None, processes=True
-    )
-    with open(sys.argv[1] + ".part", "w") as fh:
-        fh.write(cluster.scheduler_address)
-    os.replace(sys.argv[1] + ".part", sys.argv[1])
-    while True:
-        time.sleep(3600)
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _alive(pid: int, pgid: int | None = None) -> bool:
-    """Whether process ``pid`` (or any process of group ``pgid``) is there, zombies aside."""
-    paths = Path("/proc").glob("[0-9]*/stat") if pgid is not None else [Path(f"/proc/{pid}/stat")]
-    for stat in paths:
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and (pgid is None or int(fields[2]) == pgid):
-            return True
-    return False
-
-
-def _wait_gone(pid: int, pgid: int | None = None, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _alive(pid, pgid):
-        assert time.monotonic() < deadline, f"process {pid} (group {pgid}) outlived SIGKILL"
-        time.sleep(0.05)
-
-
-def _kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to the process group of ``proc`` (SIGKILL if SIGTERM is not enough)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    if sig != signal.SIGKILL and _alive(proc.pid, proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    _wait_gone(proc.pid, proc.pid)
-
-
-def _wait_until_up(proc: subprocess.Popen[bytes], ready: Callable[[], bool], log: Path) -> None:
-    deadline = time.monotonic() + 180
-    while not ready():
-        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-        assert time.monotonic() < deadline, f"not up in time: {log}"
-        time.sleep(0.3)
-
-
-def _health(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-@dataclass
-class Services:
-    """One Prefect server and one Dask cluster for every run of the module."""
-
-    env: dict[str, str]
-    address: str
-    base: Path
-    plan_file: Path
-    cluster_log: Path
-    client: Any
-
-    def plan(self, **plan: object) -> None:
-        plan = {"audit": str(self.base / "audit.jsonl"), **plan}
-        write_json(self.plan_file, plan)
-
-    def idle(self, timeout: float = 60.0) -> None:
-        """Wait until no task runs on the cluster: a task that was running when its flow was
-        killed runs on to its end (the scheduler forgets it, the worker thread does not)."""
-        deadline = time.monotonic() + timeout
-        running: object = None
-        while True:
-            with contextlib.suppress(OSError):  # a worker killed with its task is going away
-                running = self.client.run(
-                    lambda dask_worker: len(dask_worker.state.all_running_tasks)
-                )
-                if not any(running.values()) and not any(self.client.processing().values()):
-                    return
-            assert time.monotonic() < deadline, running
-            time.sleep(0.1)
-
-
-def _spawn(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` in a process group of its own, output to ``log``."""
-    with open(log, "wb") as fh:
-        return subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
 
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    base = tmp_path_factory.mktemp("crash").resolve()
-    (base / "hook").mkdir()
-    (base / "hook" / "sitecustomize.py").write_text(HOOK)
-    write_json(base / "plan.json", {"audit": str(base / "audit.jsonl")})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env |= {"PREFECT_HOME": str(base / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
-    prefect = str(Path(sys.executable).parent / "prefect")
-    hooked = env | {
-        "PREFECT_API_URL": url,
-        "XMC_CRASH_PLAN_FILE": str(base / "plan.json"),
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(base / "hook"), str(ROOT), env.get("PYTHONPATH")])
-        ),
-    }
-    address_file = base / "scheduler-address"
-    server = _spawn(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env,
-        base / "server.log",
-    )
-    cluster = _spawn(
-        [sys.executable, "-c", CLUSTER, str(address_file)], hooked, base / "cluster.log"
-    )
-    try:
-        _wait_until_up(server, lambda: _health(url), base / "server.log")
-        _wait_until_up(cluster, address_file.is_file, base / "cluster.log")
-        from distributed import Client
-
-        address = address_file.read_text()
-        with Client(address, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=180)
-            plan_file, cluster_log = base / "plan.json", base / "cluster.log"
-            yield Services(hooked, address, base, plan_file, cluster_log, client)
-    finally:
-        _kill_group(cluster)
-        _kill_group(server, signal.SIGTERM)
-
-
-def _start_run(services: Services, work: Path, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "flows.train", "--set", f"work_dir={work}", *RUN_ARGS]
-    return _spawn([*cmd, "--set", f"dask.address={services.address}"], services.env, log)
-
-
-def _cluster_offset(services: Services) -> int:
-    return services.cluster_log.stat().st_size
-
-
-def _run_log(services: Services, log: Path, offset: int) -> str:
-    """The flow's output and what the Dask workers printed meanwhile (their task logs)."""
-    with open(services.cluster_log, "rb") as fh:
-        fh.seek(offset)
-        workers = fh.read().decode(errors="replace")
-    return log.read_text(errors="replace") + "\n" + workers
-
-
-def _run_to_end(services: Services, work: Path, log: Path) -> str:
-    offset = _cluster_offset(services)
-    proc = _start_run(services, work, log)
-    try:
-        proc.wait(timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        pytest.fail(f"run timed out: {log.read_text(errors='replace')[-3000:]}")
-    _kill_group(proc)
-    services.idle()
-    text = _run_log(services, log, offset)
-    assert proc.returncode == 0, text[-4000:]
-    assert "train flow finished" in text
-    return text
-
-
-def finished_folders(work: Path) -> dict[str, tuple[int, int]]:
-    """``stage/key`` of every finished artifact folder -> (inode, mtime) of its key file."""
-    out = {}
-    for folder in sorted((work / "artifacts").glob("*/*")):
-        if not folder.is_dir() or folder.name.startswith("."):
-            continue
-        key_file = folder / NO_META_STAGES.get(folder.parent.name, "meta.json")
-        st = key_file.stat()
-        out[f"{folder.parent.name}/{folder.name}"] = (st.st_ino, st.st_mtime_ns)
-    return out
-
-
-def cache_records(work: Path) -> set[str]:
-    """``stage/key`` of every finished folder holding a whole Prefect cache record."""
-    out = set()
-    for record in (work / "artifacts").glob(f"*/*/{RESULT_FILE}"):
-        with contextlib.suppress(ValueError):
-            json.loads(record.read_text())
-            out.add(f"{record.parent.parent.name}/{record.parent.name}")
-    return out
-
-
-def temp_folders(work: Path) -> list[Path]:
-    return sorted(p for p in (work / "artifacts").glob("*/.*.tmp") if p.is_dir())
+    with start_services(tmp_path_factory.mktemp("crash").resolve()) as running:
+        yield running
 
 
 @dataclass
@@ -460,28 +151,28 @@ def _kill_during(services: Services, kill: Kill, work: Path, reference: Path) ->
     services.plan(holds=holds, markers=str(markers))
     log = services.base / f"run-{kill.name}.log"
     reopened = [name for h in kill.holds for name in _reopen(h, work, reference)]
-    start, offset = time.perf_counter(), _cluster_offset(services)
-    proc = _start_run(services, work, log)
+    start, offset = time.perf_counter(), cluster_offset(services)
+    proc = start_run(services, work, log)
     deadline = time.monotonic() + RUN_TIMEOUT
     while not all((markers / stage).is_file() for stage in holds):
         if proc.poll() is not None or time.monotonic() > deadline:
-            _kill_group(proc)
+            kill_group(proc)
             pytest.fail(
                 f"kill {kill.name}: not every stage held (exit {proc.returncode}):\n"
-                f"{_run_log(services, log, offset)[-4000:]}"
+                f"{run_log(services, log, offset)[-4000:]}"
             )
         time.sleep(0.02)
-    _kill_group(proc)  # the flow process and everything it started
+    kill_group(proc)  # the flow process and everything it started
     held = {stage: json.loads((markers / stage).read_text()) for stage in holds}
     for stage, info in held.items():
         (markers / f"{stage}.release").touch()  # a held Dask worker now SIGKILLs itself
-        _wait_gone(info["pid"])
+        wait_gone(info["pid"])
     services.plan()
     services.idle()
     temps = {str(t): (t / "meta.json").is_file() for t in temp_folders(work)}
     return KillRecord(
         kill, held, finished_folders(work), cache_records(work), temps,
-        _run_log(services, log, offset), time.perf_counter() - start, reopened,
+        run_log(services, log, offset), time.perf_counter() - start, reopened,
     )  # fmt: skip
 
 
@@ -503,13 +194,13 @@ def campaign(services: Services) -> Campaign:
     result = Campaign(reference=base / "reference", work=base / "crashed")
     code = code_fingerprint.__wrapped__()
     start = time.perf_counter()
-    _run_to_end(services, result.reference, base / "reference.log")
+    run_to_end(services, result.reference, base / "reference.log")
     result.seconds["reference run"] = time.perf_counter() - start
     for kill in KILLS:
         result.kills.append(_kill_during(services, kill, result.work, result.reference))
     result.torn_records = _tear_cache_records(result.work)
     start = time.perf_counter()
-    result.final_log = _run_to_end(services, result.work, base / "final.log")
+    result.final_log = run_to_end(services, result.work, base / "final.log")
     result.seconds["final run"] = time.perf_counter() - start
     if code_fingerprint.__wrapped__() != code:  # every cache key changed under the runs
         pytest.fail("xmc_core was edited while the crash campaign ran: run it again")
