@@ -53,7 +53,7 @@ from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
 from xmc_core.transformer import pipeline
-from xmc_core.transformer.encoder import embed, resolve_device
+from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.matcher import MatcherCheckpoint, train_matcher
 from xmc_core.transformer.ranker import EmbeddingFeatures
 
@@ -231,15 +231,15 @@ def train_and_predict(workdir: Path, outdir: Path, cfg: XmcConfig, root: Path) -
         ckpts = train_matcher(tokens, Y, matcher_tree, cfg.encoder, cfg.matcher, root)
     with clock("load_encoder"):
         encoder, tokenizer = ckpts[-1].encoder()
-    with clock("embed_train"):
-        E = embed(encoder, tokens, device, cfg.matcher.embed_batch_size, cfg.matcher.bf16)
+    with clock("embed_train"):  # as the pipeline: only documents the checkpoint lacks
+        E = pipeline.final_embeddings(ckpts[-1], encoder, tokens, cfg.matcher)
     parts: dict[str, float] = {}
     with clock("final_ranker"), timed_calls(RANKER_PARTS, parts):
         ranker = pipeline.fit_final_ranker(X, E, Y, matcher_tree, ckpts[-1], cfg)
     parts["other_s"] = clock.stages["final_ranker"]["wall_s"] - sum(parts.values())
     features = EmbeddingFeatures(
         encoder, tokenizer, cfg.matcher.embedding_weight, cfg.matcher.embed_batch_size,
-        cfg.matcher.device,
+        cfg.matcher.device, cfg.matcher.bf16,
     )  # fmt: skip
     texts = corpus.read_split("test", ["text"]).column("text")  # read untimed, as X_test
     with clock("test_features"):
