@@ -307,7 +307,7 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--resume", action="store_true",
         help="keep finished matcher levels of an earlier run of the same config (their "
-        "seconds, from their meta.json, are added to train_s in place of the reload time)",
+        "seconds, from their meta.json, are added to train_s; matcher_resumed lists them)",
     )  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
@@ -315,13 +315,15 @@ def main(argv: list[str]) -> int:
     cfg = XmcConfig.load(None, args.set)
     if not args.resume:
         shutil.rmtree(args.checkpoints, ignore_errors=True)
+    found = {p.name for p in args.checkpoints.glob("level-*")}  # finished before this run
     args.outdir.mkdir(parents=True, exist_ok=True)
     result = train_and_predict(args.workdir, args.outdir, cfg, args.checkpoints)
-    if args.resume:
-        reused = sum(level["level_s"] or 0.0 for level in result["matcher_levels"])
-        reload_s = result["stages_s"]["matcher"]["wall_s"]
-        result |= {"matcher_resumed": True, "matcher_reload_s": reload_s}
-        result["train_s"] += reused - reload_s
+    levels = result["matcher_levels"]
+    reused = [level for level in levels if f"level-{level['level']}" in found]
+    result["matcher_resumed"] = [level["level"] for level in reused]
+    if reused:  # the reused levels' training seconds count; reloading them stays in (seconds)
+        result["matcher_reload_s"] = result["stages_s"]["matcher"]["wall_s"]
+        result["train_s"] += sum(level["level_s"] or 0.0 for level in reused)
     result |= {"method": "xr-transformer", "overrides": args.set}
     result["config"] = cfg.model_dump(mode="json")
     (args.outdir / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
