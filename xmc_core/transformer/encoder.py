@@ -20,7 +20,7 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
-from xmc_core.artifacts import read_meta, write_meta
+from xmc_core.artifacts import meta_fields, read_meta, write_meta
 from xmc_core.config import EncoderConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.progress import RateLog
@@ -167,10 +167,8 @@ class TextEncoder(nn.Module):
         """Read a folder written by :meth:`save` (checksums verified): (encoder, tokenizer)."""
         folder = Path(folder)
         meta = read_meta(folder, "TextEncoder")
-        try:
+        with meta_fields(folder):
             cfg = EncoderConfig.model_validate(meta["config"])
-        except (KeyError, ValueError) as err:
-            raise ArtifactError(folder / "meta.json", f"bad encoder config ({err})") from err
         return cls.load(cfg, folder, strict=True), load_tokenizer(folder)
 
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import read_meta, write_meta
-from xmc_core.errors import ArtifactError
+from xmc_core.artifacts import meta_fields, read_meta, write_meta
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.linear.tree import LabelTree
 
@@ -129,8 +128,7 @@ class EmbeddingFeatures:
         folder = Path(folder)
         meta = read_meta(folder, "EmbeddingFeatures")
         encoder, tokenizer = TextEncoder.load_saved(folder / "encoder")
-        try:
+        with meta_fields(folder):
             weight, batch = float(meta["weight"]), int(meta["batch_size"])
-            return cls(encoder, tokenizer, weight, batch, device, bool(meta["bf16"]))
-        except (KeyError, TypeError, ValueError) as err:
-            raise ArtifactError(folder / "meta.json", f"bad fields ({err})", "re-save") from err
+            bf16 = bool(meta["bf16"])
+        return cls(encoder, tokenizer, weight, batch, device, bf16)
