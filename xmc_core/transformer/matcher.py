@@ -96,7 +96,7 @@ class MatcherCheckpoint:
                 (arrays["p_data"], arrays["p_indices"], arrays["p_indptr"]),
                 shape=(n_docs, self.n_clusters),
             )
-        except (KeyError, ValueError) as err:
+        except ValueError as err:  # a missing array is an ArtifactError of load_arrays
             raise ArtifactError(
                 self.folder, f"bad state.npz ({err})", "re-train the level"
             ) from err

@@ -75,7 +75,7 @@ class TokenizedTexts:
         arrays = load_arrays(folder / "tokens.npz")
         try:
             return cls(arrays["input_ids"], arrays["lengths"])
-        except (KeyError, ValueError) as err:
+        except ValueError as err:  # a missing array is an ArtifactError of load_arrays
             raise ArtifactError(folder, f"not a token file ({err})", "re-create it") from err
 
 
