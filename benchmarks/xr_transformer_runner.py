@@ -7,7 +7,8 @@ Usage (started by ``benchmarks/xr_transformer.py``)::
 ``WORKDIR`` holds the shared features of ``benchmarks/peers.py``'s ``prepare`` (``X_train.npz``,
 ``Y_train.npz``, ``X_test.npz``) and ``corpus/``, the ingested dataset they were computed from
 (same documents, same order). ``--set`` are ``XmcConfig`` overrides. ``--checkpoints`` is the
-matcher's checkpoint root; it is emptied first, so every level is trained, never resumed.
+matcher's checkpoint root; it is emptied first, so every level is trained, unless ``--resume``
+keeps the levels an earlier run finished (``matcher_resumed`` lists them).
 
 The stages are those of ``xmc_core.transformer.pipeline.train_transformer``, called one by one
 with the library's own functions so each is timed: tokenize the training texts, matcher tree
@@ -303,7 +304,9 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("workdir", type=Path)
     p.add_argument("outdir", type=Path)
-    p.add_argument("--checkpoints", type=Path, required=True, help="emptied, then written")
+    p.add_argument(
+        "--checkpoints", type=Path, required=True, help="emptied (unless --resume), then written"
+    )
     p.add_argument(
         "--resume", action="store_true",
         help="keep finished matcher levels of an earlier run of the same config (their "
@@ -315,7 +318,8 @@ def main(argv: list[str]) -> int:
     cfg = XmcConfig.load(None, args.set)
     if not args.resume:
         shutil.rmtree(args.checkpoints, ignore_errors=True)
-    found = {p.name for p in args.checkpoints.glob("level-*")}  # finished before this run
+    # finished before this run: a level folder with its meta.json, as train_matcher decides
+    found = {m.parent.name for m in args.checkpoints.glob("level-*/meta.json")}
     args.outdir.mkdir(parents=True, exist_ok=True)
     result = train_and_predict(args.workdir, args.outdir, cfg, args.checkpoints)
     levels = result["matcher_levels"]
