@@ -90,7 +90,7 @@ def _load_shortlists(folder: Path) -> object:
     return load_shortlist(folder, 0), load_shortlist(folder, 1)
 
 
-LOADERS = list(_loaders())
+LOADERS = _loaders()
 
 
 def _save_transformer_parts(root: Path, corpus: Corpus, model: XmcModel) -> None:
@@ -326,13 +326,17 @@ def expect_named_error(load: Callable[[Path], object], folder: Path, named: Path
     return "loaded"
 
 
+@pytest.mark.parametrize("artifact", LOADERS)
+def test_pristine_folder_loads(pristine: dict[str, Path], artifact: str) -> None:
+    LOADERS[artifact](pristine[artifact])  # damage is applied to copies: this stays loadable
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("artifact", LOADERS)
 def test_damaged_artifact_fails_with_an_error_naming_the_file(
     pristine: dict[str, Path], tmp_path: Path, artifact: str, kind: str, suite_stats: SuiteStats
 ) -> None:
-    load = _loaders()[artifact]
-    load(pristine[artifact])  # the pristine folder loads
+    load = LOADERS[artifact]
     cases = KINDS[kind](pristine[artifact])
     assert cases
     outcomes: list[tuple[Path, str]] = []  # one per case (several cases may damage one file)
@@ -352,7 +356,7 @@ def test_damaged_artifact_fails_with_an_error_naming_the_file(
 
 @pytest.mark.parametrize("artifact", LOADERS)
 def test_a_folder_of_another_class_is_refused(pristine: dict[str, Path], artifact: str) -> None:
-    load = _loaders()[artifact]
+    load = LOADERS[artifact]
     for other in LOADERS:
         if other != artifact and other.split("-")[0] != artifact.split("-")[0]:
             expect_named_error(load, pristine[other], pristine[other] / "meta.json")
