@@ -359,7 +359,8 @@ def test_a_folder_of_another_class_is_refused(pristine: dict[str, Path], artifac
     load = LOADERS[artifact]
     for other in LOADERS:
         if other != artifact and other.split("-")[0] != artifact.split("-")[0]:
-            expect_named_error(load, pristine[other], pristine[other] / "meta.json")
+            outcome = expect_named_error(load, pristine[other], pristine[other] / "meta.json")
+            assert outcome == "error", f"{artifact} loader accepted a {other} folder"
             COUNTS["foreign-class"] = COUNTS.get("foreign-class", 0) + 1
 
 
