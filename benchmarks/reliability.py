@@ -165,8 +165,7 @@ def after_checks(port: int, plan: load_client.Plan, timeout: float) -> dict[str,
     out: dict[str, Any] = {"health_ok": False, "same_answer": False}
     try:
         out["health_ok"] = call(port, "GET", "/health", timeout=timeout)["status"] == "ok"
-        texts = plan.pool[: plan.batch]
-        body = json.loads(plan.body(texts))
+        body = plan.body(plan.pool[: plan.batch])
         got = call(port, "POST", "/predict", body, timeout=timeout)["predictions"]
         out["same_answer"] = got == plan.refs[: plan.batch]
     except (OSError, RuntimeError, ValueError, KeyError) as err:

@@ -79,12 +79,12 @@ def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
         return subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
 
 
-def call(port: int, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
-    """One request on a fresh connection; the JSON answer (raises on a non-200 status)."""
+def call(port: int, method: str, path: str, body: bytes = b"", timeout: float = 30.0) -> Any:
+    """One request (``body``: JSON bytes) on a fresh connection; the JSON answer (raises on a
+    non-200 status)."""
     conn = load_client.Connection(HOST, port, timeout)
     try:
-        data = b"" if body is None else json.dumps(body).encode()
-        status, payload = conn.request(method, path, data)
+        status, payload = conn.request(method, path, body)
     finally:
         conn.close()
     if status != 200:
