@@ -75,6 +75,9 @@ from served_model import (
 from xmc_core.atomic import write_text
 
 REPO = Path(__file__).resolve().parents[1]
+SUMMARY_COLUMNS = (
+    "source", "bad inputs tried", "faults injected", "requests served", "errors", "data lost",
+)  # fmt: skip
 SUITE_KEYS = {
     "bad_inputs": ("inputs",),
     "faults": ("faults",),
@@ -251,7 +254,7 @@ def summary_rows(serving: dict[str, Any] | None, suites: dict[str, Any]) -> list
 
 def markdown(report: dict[str, Any]) -> str:
     """The summary table, then the load figures."""
-    head = "| source | bad inputs tried | faults injected | requests served | errors | data lost |"
+    head = "| " + " | ".join(SUMMARY_COLUMNS) + " |"
     lines = [head, "|---|---:|---:|---:|---:|---:|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in report["summary"]]
     suites = report["suites"]
@@ -365,14 +368,7 @@ def main() -> int:
     report["load_average_end"] = os.getloadavg()
     report["git_end"] = peers.git_state()
     report["summary"] = summary_rows(report["serving"], report["suites"])
-    report["summary_columns"] = [
-        "source",
-        "bad inputs tried",
-        "faults injected",
-        "requests served",
-        "errors",
-        "data lost",
-    ]
+    report["summary_columns"] = list(SUMMARY_COLUMNS)
     suites_failed = report["suites"].get("passed") is False
     total = report["summary"][-1]
     report["ok"] = total[4] == 0 and total[5] == 0 and not suites_failed
