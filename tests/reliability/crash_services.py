@@ -9,11 +9,9 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.servers import free_port, wait_http
 from xmc_core.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,12 +46,6 @@ if __name__ == "__main__":
     while True:
         time.sleep(3600)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def alive(pid: int, pgid: int | None = None) -> bool:
@@ -96,14 +89,6 @@ def wait_until_up(proc: subprocess.Popen[bytes], ready: Callable[[], bool], log:
         assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
         assert time.monotonic() < deadline, f"not up in time: {log}"
         time.sleep(0.3)
-
-
-def health(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 @dataclass
@@ -173,7 +158,7 @@ def start_services(base: Path) -> Iterator[Services]:
         [sys.executable, "-c", CLUSTER, str(address_file)], hooked, base / "cluster.log"
     )
     try:
-        wait_until_up(server, lambda: health(url), base / "server.log")
+        wait_http(f"{url}/health", server, base / "server.log")
         wait_until_up(cluster, address_file.is_file, base / "cluster.log")
         from distributed import Client
 
