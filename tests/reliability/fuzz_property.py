@@ -13,7 +13,6 @@ import traceback
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,14 +30,6 @@ if TYPE_CHECKING:
 MAX_MESSAGE = 1500
 """A clear error fits on a screen: values are quoted in part, never whole 1 MB documents."""
 STAT_KEYS = ("dropped_empty", "dropped_unlabeled", "kept_unlabeled", "duplicate_labels_removed")
-
-
-@dataclass(frozen=True)
-class At:
-    """An error the input forces: InputError naming ``file`` at ``row``."""
-
-    file: str
-    row: int
 
 
 def fuzz(examples: int) -> settings:
@@ -73,7 +64,7 @@ def check_ingest(
     fmt: str,
     files: dict[str, bytes],
     options: IngestOptions,
-    want: Fails | Accepts | At | None = None,
+    want: Fails | Accepts | None = None,
     inputs: set[str] | None = None,
 ) -> InputError | Manifest:
     """Ingest ``files`` as ``fmt`` and check the property (and ``want``, when known).
@@ -101,7 +92,7 @@ def check_ingest(
             outcome = "partial_outputs"
             assert sorted(p.name for p in work.iterdir()) == ["ds", "src"], "temporary left"
             outcome = "wrong_results"
-            assert not isinstance(want, Fails | At), f"accepted, but must fail: {want}"
+            assert not isinstance(want, Fails), f"accepted, but must fail: {want}"
             check_dataset(dest, manifest, want)
             outcome = "accepted"
             return manifest
@@ -111,7 +102,7 @@ def check_ingest(
             assert after == files, "input changed"
 
 
-def check_clear(err: InputError, names: set[str], want: Fails | Accepts | At | None) -> None:
+def check_clear(err: InputError, names: set[str], want: Fails | Accepts | None) -> None:
     """The error names an input file (and its row, if any) and carries a fix."""
     msg = str(err)
     assert err.path is not None, msg
@@ -123,11 +114,11 @@ def check_clear(err: InputError, names: set[str], want: Fails | Accepts | At | N
     if err.row is not None:
         assert err.row >= 1 and f"row {err.row}:" in msg, msg
     assert not isinstance(want, Accepts), f"must be accepted, got: {msg}"
-    if isinstance(want, Fails | At):
+    if isinstance(want, Fails):
         assert (name, err.row) == (want.file, want.row), f"want {want}, got: {msg}"
 
 
-def check_dataset(dest: Path, manifest: Manifest, want: Fails | Accepts | At | None) -> None:
+def check_dataset(dest: Path, manifest: Manifest, want: Fails | Accepts | None) -> None:
     """The dataset reads back, consistent with its manifest and the label policy."""
     corpus = Corpus(dest)
     assert corpus.manifest == manifest

@@ -34,7 +34,7 @@ from tests.reliability.fuzz_corpora import (
     text_corpora,
 )
 from tests.reliability.fuzz_model import Accepts, Fails, expect
-from tests.reliability.fuzz_property import At, check_ingest, fuzz
+from tests.reliability.fuzz_property import check_ingest, fuzz
 from tests.reliability.fuzz_xc import XcCorpus, encode_xc, xc_corpora
 from xmc_core.corpus.importers import IngestOptions
 from xmc_core.corpus.schema import Manifest, Policies
@@ -97,7 +97,7 @@ def test_broken_bytes_give_clear_errors(
     name = corruption.apply(files)
     want = None
     if is_invalid_splice(corruption) and not name.endswith(".parquet"):
-        want = At(name, corruption.splice_line(original, name))
+        want = Fails(name, corruption.splice_line(original, name))
     check_ingest(fuzz_stats, fmt, files, options, want, inputs=set(original))
 
 
