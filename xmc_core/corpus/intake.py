@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from xmc_core.atomic import write_json
-from xmc_core.corpus.landing import Drop, archive, ingest_drop, quarantine, scan_drops
+from xmc_core.corpus.landing import (
+    Drop,
+    archive,
+    ingest_drop,
+    quarantine,
+    scan_drops,
+    unexpected_problem,
+)
 from xmc_core.corpus.merge import current_corpus, merge_into_store, set_current_corpus
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
@@ -37,6 +44,7 @@ from xmc_core.report import read_json
 log = logging.getLogger(__name__)
 
 TRAINED_FILE = "trained.json"
+BATCH_FILE = "intake-batch.json"
 
 
 @dataclass(frozen=True)
@@ -51,11 +59,18 @@ class IntakeFolders:
 
 @dataclass
 class IntakeResult:
-    """What an intake did; ``corpus`` is the current training corpus (None: there is none)."""
+    """What an intake did; ``corpus`` is the current training corpus (None: there is none).
+
+    ``quarantined``: ``{"name", "to", "reason"}`` per refused drop; ``stuck``: ``{"name",
+    "reason", "error"}`` per refused drop that could not even be moved (it stays in the landing
+    folder); ``resumed``: the drops of an interrupted batch this run finished.
+    """
 
     corpus: str | None
     ingested: list[str] = field(default_factory=list)
     quarantined: list[dict[str, str]] = field(default_factory=list)
+    stuck: list[dict[str, str]] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
     needs_training: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,31 +86,28 @@ def take_in(
 ) -> IntakeResult:
     """Quarantine bad drops, merge the good ones into the store, archive them.
 
-    ``base_dataset``: the corpus to merge into when the store has no current corpus yet.
+    ``base_dataset``: the corpus to merge into when the store has no current corpus yet. A batch
+    left open by an interrupted run (see :func:`read_batch`) is finished first: its merged
+    corpus is the base, in both modes, so no drop it already archived is lost. Any error of one
+    drop (bad input, or an unexpected exception while examining, ingesting or merging it)
+    quarantines that drop with the error as its reason; the other drops go on.
     """
     folders.store.mkdir(parents=True, exist_ok=True)
     result = IntakeResult(corpus=None)
-    staged: list[tuple[Drop, Path]] = []
+    batch = read_batch(folders.store)
+    if batch is not None:
+        result.resumed = list(batch["drops"])
+        log.warning("finishing the interrupted intake batch of %s", ", ".join(batch["drops"]))
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=folders.store))
     try:
-        for drop in scan_drops(folders.landing):
-            problem = drop.problem
-            if problem is None:
-                try:
-                    dest = staging / f"{len(staged):04d}"
-                    ingest_drop(drop, dest, policies)
-                    staged.append((drop, dest))
-                    continue
-                except InputError as err:
-                    problem = err
-            moved = quarantine(drop.path, folders.quarantine, str(problem))
-            log.warning("quarantined drop %s: %s", drop.name, problem)
-            result.quarantined.append({"name": drop.name, "to": str(moved), "reason": str(problem)})
-        if staged:
-            _merge(folders, mode, base_dataset, [d for _, d in staged], rows_per_group)
-            for drop, _ in staged:
-                archive(drop.path, folders.archive)
-                result.ingested.append(drop.name)
+        staged = _stage_drops(folders, policies, staging, result)
+        base = _base(folders, mode, base_dataset, batch)
+        merged, staged = _merge_drops(folders, base, staged, rows_per_group, result)
+        if merged is None and batch is not None:
+            merged = base
+        if merged is not None:
+            _commit(folders, merged, staged, batch, result)
+            log.info("training corpus is now %s (%d drops, mode %s)", merged, len(staged), mode)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     current = current_corpus(folders.store) or base_dataset
@@ -104,17 +116,139 @@ def take_in(
     return result
 
 
-def _merge(
+def _stage_drops(
+    folders: IntakeFolders, policies: Policies, staging: Path, result: IntakeResult
+) -> list[tuple[Drop, Path]]:
+    """Ingest every valid drop into ``staging``; quarantine the others (any exception)."""
+    staged: list[tuple[Drop, Path]] = []
+    for drop in scan_drops(folders.landing):
+        problem = drop.problem
+        if problem is None:
+            dest = staging / f"{len(staged):04d}"
+            try:
+                ingest_drop(drop, dest, policies)
+                staged.append((drop, dest))
+                continue
+            except InputError as err:
+                problem = err
+            except Exception as err:  # not BaseException: a kill or Ctrl-C still stops the run
+                log.exception("unexpected error while ingesting drop %s", drop.name)
+                problem = unexpected_problem(drop.path, "ingested", err)
+        _quarantine(folders, drop, problem, result)
+    return staged
+
+
+def _base(
+    folders: IntakeFolders, mode: str, base_dataset: Path | None, batch: dict[str, Any] | None
+) -> Path | None:
+    """What the drops are merged into: an open batch's corpus, else per ``mode``."""
+    if batch is not None:
+        path = folders.store / batch["corpus"]
+        if not path.is_dir():
+            raise InputError(
+                folders.store / BATCH_FILE,
+                f"names the interrupted batch's corpus {batch['corpus']!r}, which is missing",
+                f"move the drops it lists ({', '.join(batch['drops'])}) from the archive folder "
+                f"{folders.archive} back into the landing folder, then remove {BATCH_FILE}",
+            )
+        return path
+    if mode == "replace":
+        return None
+    return current_corpus(folders.store) or base_dataset
+
+
+def _merge_drops(
     folders: IntakeFolders,
-    mode: str,
-    base_dataset: Path | None,
-    drops: list[Path],
+    base: Path | None,
+    staged: list[tuple[Drop, Path]],
     rows_per_group: int,
+    result: IntakeResult,
+) -> tuple[Path | None, list[tuple[Drop, Path]]]:
+    """Merge ``staged`` into ``base`` in the store; a drop the merge refuses (another kind of
+    corpus, ...) is quarantined and the merge redone without it. Returns (corpus, drops in it)."""
+    staged = list(staged)
+    while staged:
+        try:
+            merged = merge_into_store(folders.store, base, [d for _, d in staged], rows_per_group)
+            return merged, staged
+        except InputError as err:
+            culprit = _culprit(staged, err)
+            if culprit is None:
+                raise
+            staged.remove(culprit)
+            problem = InputError(culprit[0].path, f"cannot be merged: {err.problem}", err.fix)
+            _quarantine(folders, culprit[0], problem, result)
+    return None, []
+
+
+def _culprit(staged: list[tuple[Drop, Path]], err: InputError) -> tuple[Drop, Path] | None:
+    """The staged drop whose ingested copy ``err`` names, if any."""
+    if err.path is None:
+        return None
+    where = Path(err.path)
+    return next((s for s in staged if where == s[1] or s[1] in where.parents), None)
+
+
+def _commit(
+    folders: IntakeFolders,
+    merged: Path,
+    staged: list[tuple[Drop, Path]],
+    batch: dict[str, Any] | None,
+    result: IntakeResult,
 ) -> None:
-    base = None if mode == "replace" else (current_corpus(folders.store) or base_dataset)
-    merged = merge_into_store(folders.store, base, drops, rows_per_group)
+    """Record the batch, make ``merged`` current, archive its drops, close the batch."""
+    names = [drop.name for drop, _ in staged]
+    earlier = [] if batch is None else list(batch["drops"])
+    write_json(
+        folders.store / BATCH_FILE,
+        {
+            "state": "open",
+            "corpus": merged.name,
+            "drops": earlier + [n for n in names if n not in earlier],
+            "opened_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
     set_current_corpus(folders.store, merged)
-    log.info("training corpus is now %s (%d drops merged, mode %s)", merged, len(drops), mode)
+    for drop, _ in staged:
+        archive(drop.path, folders.archive)
+        result.ingested.append(drop.name)
+    closed = read_json(folders.store / BATCH_FILE) | {"state": "closed"}
+    write_json(folders.store / BATCH_FILE, closed)
+
+
+def read_batch(store: Path) -> dict[str, Any] | None:
+    """The open intake batch of ``store`` (``intake-batch.json``), None when there is none.
+
+    A batch is recorded before its first drop is archived (the merged corpus's store folder and
+    the drops in it) and closed once all are archived; a batch still open means a run stopped in
+    between, and the next run merges into its corpus instead of starting from scratch.
+    """
+    path = Path(store) / BATCH_FILE
+    if not path.is_file():
+        return None
+    record = read_json(path)
+    if record.get("state") != "open":
+        return None
+    if not isinstance(record.get("corpus"), str) or not isinstance(record.get("drops"), list):
+        raise InputError(path, "not a valid intake batch record", f"remove {BATCH_FILE}")
+    return record
+
+
+def _quarantine(
+    folders: IntakeFolders, drop: Drop, problem: Exception, result: IntakeResult
+) -> None:
+    """Move ``drop`` to quarantine with ``problem`` as its reason; if even that fails, leave it
+    in the landing folder and record it as stuck."""
+    try:
+        moved = quarantine(drop.path, folders.quarantine, str(problem))
+    except Exception as err:
+        log.error("drop %s could not be quarantined (%s): %s", drop.name, err, problem)
+        result.stuck.append(
+            {"name": drop.name, "reason": str(problem), "error": f"{type(err).__name__}: {err}"}
+        )
+        return
+    log.warning("quarantined drop %s: %s", drop.name, problem)
+    result.quarantined.append({"name": drop.name, "to": str(moved), "reason": str(problem)})
 
 
 def _is_trained(store: Path, corpus: Path) -> bool:

@@ -139,6 +139,18 @@ def examine(root: Path, name: str) -> Drop:
     except OSError as err:
         problem = InputError(path, f"cannot be read ({err})", "check it and its permissions")
         return Drop(name, path, None, IngestOptions(), problem)
+    except Exception as err:  # one odd drop must not stop the others: refuse it, say why
+        return Drop(name, path, None, IngestOptions(), unexpected_problem(path, "examined", err))
+
+
+def unexpected_problem(path: Path, step: str, err: Exception) -> InputError:
+    """An InputError for ``path`` wrapping an error nobody planned for (type and message)."""
+    return InputError(
+        path,
+        f"could not be {step}: unexpected {type(err).__name__}: {err}",
+        "check the drop for what the message names (links, odd files, damaged data); if it "
+        "looks fine, report this REASON.txt to the xmc maintainers",
+    )
 
 
 def _check_entry(root: Path, path: Path) -> None:
@@ -177,7 +189,7 @@ def _check_contents(drop: Path) -> None:
             path = Path(folder) / name
             mode = os.lstat(path).st_mode
             if stat.S_ISLNK(mode):
-                target = path.resolve()
+                target = _link_target(path)
                 if target != top and top not in target.parents:
                     raise InputError(
                         path,
@@ -188,6 +200,18 @@ def _check_contents(drop: Path) -> None:
                 raise InputError(
                     path, "is not a regular file (FIFO, socket or device)", "remove it"
                 )
+
+
+def _link_target(link: Path) -> Path:
+    """Where symbolic link ``link`` finally leads; InputError for a loop of links."""
+    try:
+        return link.resolve()
+    except (RuntimeError, OSError) as err:  # Python 3.11 raises RuntimeError for a loop
+        raise InputError(
+            link,
+            f"is a symbolic link loop ({os.readlink(link)!r} leads back to itself: {err})",
+            "replace the link by the file it should point to, or remove it",
+        ) from err
 
 
 def read_spec(drop: Path) -> tuple[str | None, IngestOptions]:

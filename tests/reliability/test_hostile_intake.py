@@ -1,0 +1,172 @@
+"""Hostile landing folders: a run killed between archiving two drops, and drops that make the
+intake fail in unexpected ways (a symbolic-link loop, an importer crash, a drop that cannot be
+merged). Nothing archived is lost, a bad drop is quarantined with its reason, the others go on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xmc_core.corpus import landing
+from xmc_core.corpus.intake import IntakeFolders, take_in
+from xmc_core.corpus.reader import Corpus
+from xmc_core.corpus.schema import Policies
+
+pytestmark = pytest.mark.reliability
+SUITE = "hostile-intake"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lines_drop(landing_dir: Path, name: str, n_train: int, n_test: int, mtime: int) -> Path:
+    """A ``lines`` drop of ``n_train + n_test`` documents with ids ``<name>-<k>``."""
+    src = landing_dir / name
+    src.mkdir(parents=True)
+    ids = iter(range(n_train + n_test))
+    for split, n in (("train", n_train), ("test", n_test)):
+        docs = [f"{name}-{next(ids)}" for _ in range(n)]
+        (src / f"{split}_ids.txt").write_text("".join(f"{d}\n" for d in docs))
+        (src / f"{split}_texts.txt").write_text("".join(f"text of {d}\n" for d in docs))
+        (src / f"{split}_labels.txt").write_text("".join(f"lab{k % 3}\n" for k in range(n)))
+    os.utime(src, ns=(mtime, mtime))
+    return src
+
+
+def intake_folders(tmp_path: Path) -> IntakeFolders:
+    w = tmp_path / "work"
+    return IntakeFolders(w / "landing", w / "quarantine", w / "archive", w / "corpora")
+
+
+def all_ids(corpus: str | None) -> set[str]:
+    assert corpus is not None
+    c = Corpus(corpus)
+    return {d for s in ("train", "test") for d in c.read_split(s, ["doc_id"])["doc_id"].to_pylist()}
+
+
+KILL_AFTER_FIRST_ARCHIVE = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from xmc_core.corpus import intake
+    from xmc_core.corpus.schema import Policies
+
+    original = intake.archive
+
+    def archive_then_die(entry, archive_dir):
+        where = original(entry, archive_dir)
+        os.kill(os.getpid(), 9)  # SIGKILL right after the first drop is archived
+        return where
+
+    intake.archive = archive_then_die
+    w = Path(sys.argv[1])
+    folders = intake.IntakeFolders(w / "landing", w / "quarantine", w / "archive", w / "corpora")
+    intake.take_in(folders, sys.argv[2], Policies(), rows_per_group=16)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["replace", "merge"])
+def test_sigkill_between_archiving_two_drops_loses_no_drop(
+    tmp_path: Path, mode: str, suite_stats
+) -> None:
+    f = intake_folders(tmp_path)
+    lines_drop(f.landing, "old", 8, 2, mtime=10**18)
+    assert take_in(f, "merge", Policies(), rows_per_group=16).ingested == ["old"]
+    lines_drop(f.landing, "a", 50, 10, mtime=2 * 10**18)
+    lines_drop(f.landing, "b", 50, 10, mtime=3 * 10**18)
+    child = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER_FIRST_ARCHIVE, str(f.landing.parent), mode],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == -9, child.stderr
+    assert [p.name for p in f.landing.iterdir()] == ["b"]  # a is archived, b is not yet
+
+    rerun = take_in(f, mode, Policies(), rows_per_group=16)
+    ids = all_ids(rerun.corpus)
+    new = {f"{d}-{k}" for d in "ab" for k in range(60)}
+    assert new <= ids, f"{len(new - ids)} of 120 documents lost"
+    old = {f"old-{k}" for k in range(10)}
+    assert ids == (new if mode == "replace" else new | old)
+    assert rerun.needs_training and list(f.landing.iterdir()) == []
+    assert sorted(p.name for p in f.archive.glob("*/*")) == ["a", "b", "old"]
+    # the batch is closed: the next run with a new drop starts a new one
+    lines_drop(f.landing, "c", 4, 1, mtime=4 * 10**18)
+    after = take_in(f, mode, Policies(), rows_per_group=16)
+    later = {f"c-{k}" for k in range(5)}
+    assert all_ids(after.corpus) == (later if mode == "replace" else ids | later)
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def check_quarantined(f: IntakeFolders, result, name: str, words: tuple[str, ...]) -> str:
+    """The drop ``name`` sits in quarantine beside a REASON.txt holding ``words``."""
+    (entry,) = [q for q in result.quarantined if q["name"] == name]
+    reason = (Path(entry["to"]) / "REASON.txt").read_text()
+    for word in words:
+        assert word in entry["reason"] and word in reason
+    assert (Path(entry["to"]) / name).is_dir()
+    return reason
+
+
+def test_symlink_loop_in_a_drop_quarantines_that_drop_only(tmp_path: Path, suite_stats) -> None:
+    f = intake_folders(tmp_path)
+    lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
+    looped = lines_drop(f.landing, "looped", 4, 1, mtime=2 * 10**18)
+    os.symlink("self", looped / "self")
+    os.symlink("ping", looped / "pong")
+    os.symlink("pong", looped / "ping")
+    lines_drop(f.landing, "c", 4, 1, mtime=3 * 10**18)
+    result = take_in(f, "merge", Policies(), rows_per_group=16)
+    assert result.ingested == ["a", "c"]
+    check_quarantined(f, result, "looped", ("symbolic link", "loop"))
+    moved = Path(result.quarantined[0]["to"]) / "looped"
+    assert os.readlink(moved / "self") == "self"  # moved as it was, link kept
+    assert all_ids(result.corpus) == {f"{d}-{k}" for d in "ac" for k in range(5)}
+    assert list(f.landing.iterdir()) == []
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_unexpected_importer_error_quarantines_the_drop_with_its_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suite_stats
+) -> None:
+    f = intake_folders(tmp_path)
+    lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
+    lines_drop(f.landing, "boom", 4, 1, mtime=2 * 10**18)
+    original = landing.ingest
+
+    def crashing_ingest(fmt, src, dest, options):
+        if Path(src).name == "boom":
+            raise ZeroDivisionError("synthetic importer bug")
+        return original(fmt, src, dest, options)
+
+    monkeypatch.setattr(landing, "ingest", crashing_ingest)
+    result = take_in(f, "merge", Policies(), rows_per_group=16)
+    assert result.ingested == ["a"]
+    check_quarantined(f, result, "boom", ("ZeroDivisionError", "synthetic importer bug"))
+    assert all_ids(result.corpus) == {f"a-{k}" for k in range(5)}
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_drop_that_cannot_be_merged_is_quarantined_and_the_rest_merge(
+    tmp_path: Path, suite_stats
+) -> None:
+    f = intake_folders(tmp_path)
+    lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
+    take_in(f, "merge", Policies(), rows_per_group=16)
+    bow = f.landing / "bow"
+    bow.mkdir()
+    (bow / "train.txt").write_text("2 10 4\n0 1:0.5\n1 2:1\n")
+    (bow / "test.txt").write_text("1 10 4\n3 2:1\n")
+    lines_drop(f.landing, "c", 4, 1, mtime=3 * 10**18)
+    os.utime(bow, ns=(2 * 10**18, 2 * 10**18))
+    result = take_in(f, "merge", Policies(), rows_per_group=16)
+    assert result.ingested == ["c"]
+    check_quarantined(f, result, "bow", ("bag-of-words", "text corpus"))
+    assert all_ids(result.corpus) == {f"{d}-{k}" for d in "ac" for k in range(5)}
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
