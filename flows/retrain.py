@@ -7,11 +7,17 @@ Deployed with a cron schedule by ``prefect.yaml`` (deployment ``retrain/retrain`
 1. takes in the drops in ``retrain.landing_dir`` (one sub-folder per drop, any import format):
    valid ones are ingested and merged into the current training corpus (``retrain.mode:
    merge``; ``replace`` trains on the new drops alone) and moved to the archive folder, bad ones
-   are moved to the quarantine folder with a ``REASON.txt``; nothing is deleted;
+   are moved to the quarantine folder with a ``REASON.txt``; nothing is deleted (a run killed
+   half-way is finished by the next one, see :func:`xmc_core.corpus.intake.take_in`);
 2. trains when the current corpus differs from the last one trained (so a run that failed after
    the intake is finished by the next run), through the ``train-pipeline`` subflow, whose
    cached stages are reused where their inputs did not change: featurization, model,
    evaluation, MLflow tracking, registration and the gated promotion of the new version.
+
+A run that refused a drop ends in the state ``CompletedWithQuarantine`` (a Completed state: the
+good drops were taken in and trained; its message names the refused drops, and the Prefect event
+``prefect.flow-run.CompletedWithQuarantine`` can drive a notification). Their reasons are in
+the ``xmc-intake-report`` artifact, the run report and each drop's ``REASON.txt``.
 """
 
 from __future__ import annotations
@@ -20,16 +26,39 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.states import Completed, State
 
 from flows.runtime import config_flow_main, configured
 from flows.train import train_pipeline
 from tasks.landing import mark_trained, take_in_drops
 from xmc_core.config import XmcConfig
 
+QUARANTINE_STATE = "CompletedWithQuarantine"
+"""Name of the (Completed) final state of a run that refused at least one drop."""
+
+
+def final_state(result: dict[str, Any]) -> dict[str, Any] | State:
+    """``result`` itself, or a ``CompletedWithQuarantine`` state holding it when the intake
+    refused a drop (its message names them)."""
+    intake = result["intake"]
+    refused = [q["name"] for q in intake["quarantined"] + intake["stuck"]]
+    if not refused:
+        return result
+    message = (
+        f"{len(refused)} drop(s) quarantined: {', '.join(refused)} "
+        "(reasons: artifact xmc-intake-report, REASON.txt in the quarantine folder)"
+    )
+    return Completed(name=QUARANTINE_STATE, message=message, data=result)
+
 
 @flow(name="retrain-pipeline", log_prints=True)
-def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any]:
+def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any] | State:
     """Intake, then the train pipeline on the resulting corpus when it has not been trained."""
+    return final_state(_retrain(cfg))
+
+
+def _retrain(cfg: XmcConfig) -> dict[str, Any]:
+    """The retrain pipeline's steps; returns what happened (intake, trained, outputs)."""
     work = str(Path(cfg.work_dir).resolve())
     intake = take_in_drops(cfg, work)
     print(
@@ -44,16 +73,18 @@ def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any]:
         return {"intake": intake, "trained": False}
     data = cfg.data.model_copy(update={"dataset": Path(intake["corpus"])})
     train_cfg = cfg.model_copy(update={"data": data})
-    outputs = configured(train_pipeline, train_cfg)(train_cfg)
+    outputs = configured(train_pipeline, train_cfg)(train_cfg, intake)
     mark_trained(intake["corpus"], outputs, work)
     return {"intake": intake, "trained": True, "outputs": outputs}
 
 
 @flow(name="retrain", log_prints=True)
-def retrain(config_path: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+def retrain(
+    config_path: str | None = None, overrides: list[str] | None = None
+) -> dict[str, Any] | State:
     """Load the config, then run the retrain pipeline (its train subflow runs on Dask)."""
     cfg = XmcConfig.load(config_path, overrides)
-    return configured(retrain_pipeline, cfg, use_dask=False)(cfg)
+    return final_state(configured(retrain_pipeline, cfg, use_dask=False)(cfg))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -37,8 +37,11 @@ MATCHER_DEPLOYMENT_ENV = "XMC_MATCHER_DEPLOYMENT"
 
 
 @flow(name="train-pipeline", log_prints=True)
-def train_pipeline(cfg: XmcConfig) -> dict[str, str]:
-    """Every stage the pipeline has, each cached; returns the artifact folders."""
+def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict[str, str]:
+    """Every stage the pipeline has, each cached; returns the artifact folders.
+
+    ``intake``: what the retrain flow's intake did, shown in the run report (None: not shown).
+    """
     work = str(Path(cfg.work_dir).resolve())
     if cfg.data.dataset is not None:
         corpus_dir = str(Path(cfg.data.dataset).resolve())
@@ -53,11 +56,13 @@ def train_pipeline(cfg: XmcConfig) -> dict[str, str]:
     else:
         outputs.update(xr_linear_stages(outputs, cfg, work))
     print(format_metrics(read_json(Path(outputs["evaluation"]) / "metrics.json")))
-    outputs.update(lifecycle_stages(outputs, cfg, work))
+    outputs.update(lifecycle_stages(outputs, cfg, work, intake))
     return outputs
 
 
-def lifecycle_stages(outputs: dict[str, str], cfg: XmcConfig, work: str) -> dict[str, str]:
+def lifecycle_stages(
+    outputs: dict[str, str], cfg: XmcConfig, work: str, intake: dict[str, Any] | None = None
+) -> dict[str, str]:
     """Train-split evaluation and diagnostics, MLflow tracking and registration, the gated
     promotion, the run report (Prefect artifacts)."""
     from tasks.diagnostics import diagnose
@@ -82,7 +87,9 @@ def lifecycle_stages(outputs: dict[str, str], cfg: XmcConfig, work: str) -> dict
     decision = None
     if tracking.get("version") and cfg.registry.promote:
         decision = promote_candidate(cfg, tracking["version"], outputs["corpus"])
-    report = publish_report(cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs)
+    report = publish_report(
+        cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs, intake
+    )
     extra = {"evaluation_train": eval_dirs["train"], "diagnostics": diagnostics, "report": report}
     if tracking:
         version = str(tracking.get("version") or "")

@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
 
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import intake
 from xmc_core.corpus.schema import Policies
+from xmc_core.run_report import intake_section
+
+INTAKE_KEY = "xmc-intake-report"
+"""Key of the Prefect markdown artifact each intake publishes (drops ingested and refused)."""
 
 
 def corpus_store(work_dir: str | Path) -> Path:
@@ -34,7 +39,10 @@ def intake_folders(cfg: XmcConfig, work_dir: str) -> intake.IntakeFolders:
 @task(name="take-in-drops", task_run_name="take-in-drops")
 def take_in_drops(cfg: XmcConfig, work_dir: str) -> dict[str, Any]:
     """Validate and ingest the landing folder's drops into the training corpus (see
-    :func:`xmc_core.corpus.intake.take_in`); bad drops go to quarantine with their reason."""
+    :func:`xmc_core.corpus.intake.take_in`); bad drops go to quarantine with their reason.
+
+    Publishes the Prefect markdown artifact ``xmc-intake-report`` (drops ingested, and each
+    refused one with its reason) on every run, trained or not."""
     log = get_run_logger()
     folders = intake_folders(cfg, work_dir)
     log.info("taking in drops from %s (mode %s)", folders.landing, cfg.retrain.mode)
@@ -43,7 +51,13 @@ def take_in_drops(cfg: XmcConfig, work_dir: str) -> dict[str, Any]:
     result = intake.take_in(folders, cfg.retrain.mode, policies, cfg.data.rows_per_group, base)
     for q in result.quarantined:
         log.warning("quarantined %s -> %s:\n%s", q["name"], q["to"], q["reason"])
-    return result.to_dict()
+    for q in result.stuck:
+        log.error("could not quarantine %s (%s):\n%s", q["name"], q["error"], q["reason"])
+    record = result.to_dict()
+    create_markdown_artifact(
+        f"# xmc intake\n\n{intake_section(record)}\n", key=INTAKE_KEY, description="xmc intake"
+    )
+    return record
 
 
 @task(name="mark-trained", task_run_name="mark-trained")

@@ -34,6 +34,7 @@ def gather_report(
     decision: Mapping[str, Any] | None,
     diagnostics_dir: str,
     eval_dirs: Mapping[str, str],
+    intake: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Read what the report shows (manifest, metrics, diagnostics) and build it."""
     diagnostics = Path(diagnostics_dir)
@@ -62,6 +63,7 @@ def gather_report(
         plots=plots,
         run=run,
         diagnostics=summary,
+        intake=intake,
     )
 
 
@@ -80,16 +82,20 @@ def publish_report(
     decision: dict[str, Any] | None,
     diagnostics_dir: str,
     eval_dirs: dict[str, str],
+    intake: dict[str, Any] | None = None,
 ) -> str:
     """Build the run report and publish it: Prefect artifacts ``xmc-run-report`` (Markdown) and
     ``xmc-metrics`` (table: metric, train, test, champion), ``report.md`` in the MLflow run
     (``report/``, when ``tracking`` holds a run) and under ``<work_dir>/reports/``.
 
     ``tracking``: what ``log_training_run`` returned (``{}`` when tracking is off);
-    ``decision``: the promotion decision as a dict, or None. Returns the report's path.
+    ``decision``: the promotion decision as a dict, or None; ``intake``: the retrain flow's
+    intake (drops ingested and refused), None outside it. Returns the report's path.
     """
     log = get_run_logger()
-    report = gather_report(cfg, outputs, timings, tracking, decision, diagnostics_dir, eval_dirs)
+    report = gather_report(
+        cfg, outputs, timings, tracking, decision, diagnostics_dir, eval_dirs, intake
+    )
     path = write_text(report_path(cfg.work_dir), report.markdown)
     create_markdown_artifact(report.markdown, key=REPORT_KEY, description="xmc run report")
     create_table_artifact(report.table, key=METRICS_KEY, description="metrics per split")

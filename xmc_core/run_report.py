@@ -69,6 +69,7 @@ def build_report(
     run: Mapping[str, Any] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     champion: Mapping[str, float] | None = None,
+    intake: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """The report of one run.
 
@@ -78,11 +79,13 @@ def build_report(
     when the registry is off; ``plots``: ``[{"name", "local", "mlflow"}]`` paths;
     ``run``: MLflow run fields (run_id, experiment_id, artifact_uri, model_uri, version,
     tracking_uri, url), None when tracking is off; ``diagnostics``: ``diagnostics.json``;
-    ``champion``: the champion's metrics (default: the decision's champion value).
+    ``champion``: the champion's metrics (default: the decision's champion value);
+    ``intake``: what the retrain flow's intake did (``IntakeResult.to_dict()``), None outside it.
     """
     table = metrics_table(metrics, champion if champion is not None else champion_metrics(decision))
     sections = [
         f"# {title}",
+        intake_section(intake),
         _dataset_section(manifest),
         _metrics_section(table),
         _decision_section(decision),
@@ -92,6 +95,29 @@ def build_report(
         _run_section(run),
     ]
     return RunReport("\n\n".join(s for s in sections if s) + "\n", table)
+
+
+def intake_section(intake: Mapping[str, Any] | None) -> str:
+    """``## Intake``: the drops ingested, and each refused one with where it went and why."""
+    if not intake:
+        return ""
+    lines = ["## Intake", "", f"- ingested: {', '.join(intake.get('ingested') or []) or 'none'}"]
+    if intake.get("resumed"):
+        lines.append(f"- finished the interrupted batch of: {', '.join(intake['resumed'])}")
+    quarantined, stuck = intake.get("quarantined") or [], intake.get("stuck") or []
+    if not quarantined and not stuck:
+        return "\n".join(lines)
+    lines += ["", f"**{len(quarantined) + len(stuck)} drop(s) refused**: fix and drop them again."]
+    for q in quarantined:
+        lines += _refused(q["name"], f"moved to {q['to']}", q["reason"])
+    for q in stuck:
+        lines += _refused(q["name"], f"left in the landing folder ({q['error']})", q["reason"])
+    return "\n".join(lines)
+
+
+def _refused(name: str, where: str, reason: str) -> list[str]:
+    body = [f"drop:   {name!r}", f"status: {where}", *reason.splitlines()]
+    return ["", "```text", *(line.replace("`", "'") for line in body), "```"]
 
 
 def _dataset_section(manifest: Mapping[str, Any] | None) -> str:

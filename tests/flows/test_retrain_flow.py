@@ -8,10 +8,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactCollectionFilter,
+    ArtifactCollectionFilterKey,
+    FlowRunFilter,
+    FlowRunFilterParentFlowRunId,
+)
 
 from flows.retrain import retrain
 from flows.runtime import prefect_api
+from tasks.landing import INTAKE_KEY
 from tests.corpus.helpers import parquet_drop
 from tests.flows.conftest import task_states
 
@@ -37,9 +43,13 @@ def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
         assert retrain(None, sets)["trained"] is False  # trained, nothing new
 
         parquet_drop(work / "landing", "b", train.slice(300), test)
+        (work / "landing" / "loose.jsonl").write_text("{}\n")  # not a drop: quarantined
         state = retrain(None, sets, return_state=True)
     second = state.result()
     assert second["trained"] and second["intake"]["ingested"] == ["b"]
+    assert state.name == "CompletedWithQuarantine" and "loose.jsonl" in state.message
+    report = Path(second["outputs"]["report"]).read_text()
+    assert "1 drop(s) refused" in report and "not a drop folder" in report
     assert second["intake"]["corpus"] != first["intake"]["corpus"]
     states = {}
     with get_client(sync_client=True) as client:
@@ -56,3 +66,25 @@ def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
     assert states["train-level-0"] == "Completed"
     archived = sorted(p.name for p in (work / "landing-archive").glob("*/*"))
     assert archived == ["a", "b"]
+
+
+def test_a_run_that_quarantines_a_drop_says_so_in_its_state_and_an_artifact(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    (work / "landing").mkdir(parents=True)
+    (work / "landing" / "notes.txt").write_text("not a drop\n")
+    with prefect_api():
+        state = retrain(None, [f"work_dir={work}", "tracking.enabled=false"], return_state=True)
+    assert state.is_completed() and state.name == "CompletedWithQuarantine"
+    assert "1 drop(s) quarantined: notes.txt" in state.message
+    result = state.result()
+    assert result["trained"] is False
+    assert [q["name"] for q in result["intake"]["quarantined"]] == ["notes.txt"]
+    with get_client(sync_client=True) as client:
+        artifact = client.read_latest_artifacts(
+            artifact_filter=ArtifactCollectionFilter(
+                key=ArtifactCollectionFilterKey(any_=[INTAKE_KEY])
+            )
+        )[0]
+    assert "notes.txt" in artifact.data and "not a drop folder" in artifact.data

@@ -16,6 +16,7 @@ from xmc_core.corpus import landing
 from xmc_core.corpus.intake import IntakeFolders, take_in
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
+from xmc_core.run_report import build_report
 
 pytestmark = pytest.mark.reliability
 SUITE = "hostile-intake"
@@ -169,4 +170,22 @@ def test_drop_that_cannot_be_merged_is_quarantined_and_the_rest_merge(
     assert result.ingested == ["c"]
     check_quarantined(f, result, "bow", ("bag-of-words", "text corpus"))
     assert all_ids(result.corpus) == {f"{d}-{k}" for d in "ac" for k in range(5)}
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_run_report_names_the_quarantined_drop_and_its_reason(suite_stats) -> None:
+    intake = {
+        "ingested": ["a"],
+        "resumed": ["x"],
+        "quarantined": [{"name": "looped", "to": "/q/T-looped", "reason": "links: a `loop`"}],
+        "stuck": [{"name": "odd", "reason": "bad", "error": "PermissionError: denied"}],
+    }
+    markdown = build_report("run", {}, intake=intake).markdown
+    section = markdown.split("## Intake", 1)[1].split("\n## ", 1)[0]
+    assert "2 drop(s) refused" in section
+    for text in ("looped", "/q/T-looped", "links: a 'loop'", "odd", "PermissionError", "x"):
+        assert text in section
+    assert "## Intake" not in build_report("run", {}).markdown
+    quiet = build_report("run", {}, intake={"ingested": ["a"], "quarantined": []}).markdown
+    assert "refused" not in quiet and "ingested: a" in quiet
     suite_stats.add(SUITE, tried=1, held=1, lost=0)
