@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import tempfile
+import urllib.parse
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from xmc_core.artifacts import read_meta
 from xmc_core.config import XmcConfig
-from xmc_core.errors import InputError
+from xmc_core.errors import ArtifactError, InputError, XmcError
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -39,11 +43,10 @@ if TYPE_CHECKING:
 
 MODEL_CLASS = "XmcModel"
 CACHE_DIR_NAME = "serving-cache"
+QUARANTINE_DIR_NAME = "quarantine"
+log = logging.getLogger(__name__)
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
-_ALIAS_URI = re.compile(r"^models:/(?P<name>[^/@]+)@(?P<alias>[^/]+)(?P<path>/.*)?$")
-_VERSION_URI = re.compile(r"^models:/(?P<name>[^/@]+)/(?P<ref>[^/]+)(?P<path>/.*)?$")
 _LOGGED_MODEL_URI = re.compile(r"^models:/(?P<id>m-[0-9a-f]{32})(?P<path>/.*)?$")
-_RUNS_URI = re.compile(r"^runs:/(?P<run>[^/]+)(?P<path>/.*)?$")
 _FIX_URI = "write models:/NAME@ALIAS, models:/NAME/VERSION or runs:/RUN_ID/model"
 _FIX_TRACKING = "check the URI, and tracking.uri / $MLFLOW_TRACKING_URI (the store searched)"
 
@@ -68,44 +71,153 @@ def is_uri(model: str | Path) -> bool:
 
 def local_model_dir(model: str | Path, cfg: XmcConfig) -> Path:
     """The local ``XmcModel`` folder of ``model`` (a folder, or an MLflow URI downloaded into
-    the serving cache with tracking URI ``cfg.tracking_uri()``)."""
+    the serving cache with tracking URI ``cfg.tracking_uri()``).
+
+    A cached copy is verified (every checksum of the model and its parts) before it is used;
+    a corrupt or incomplete one is moved to ``serving-cache/quarantine/`` (logged, never
+    deleted) and the model is downloaded again."""
     if not is_uri(model):
         return find_model_folder(Path(model))
     tracking_uri = cfg.tracking_uri()
     resolved = resolve_uri(str(model), tracking_uri)
     target = cfg.mlflow_dir() / CACHE_DIR_NAME / resolved.cache_key()
-    if not target.is_dir():
-        _download(resolved.download_uri, target, tracking_uri, str(model))
+    if target.is_dir():
+        problem = _copy_problem(target, str(model))
+        if problem is None:
+            return find_model_folder(target, shown=str(model))
+        _quarantine(target, str(model), problem)
+    _download(resolved.download_uri, target, tracking_uri, str(model))
     return find_model_folder(target, shown=str(model))
+
+
+def verify_model_tree(folder: Path) -> None:
+    """Check every checksum of the ``XmcModel`` folder and of its parts, recursively
+    (``ArtifactError`` naming the first missing or corrupt file)."""
+    pending = [(folder, MODEL_CLASS)]
+    while pending:
+        path, cls = pending.pop()
+        meta = read_meta(path, cls)
+        for name in meta.get("parts", {}):
+            pending.append((path / name, _meta_class(path / name / "meta.json") or "?"))
+
+
+def _copy_problem(target: Path, shown: str) -> str | None:
+    """Why the cached copy ``target`` cannot be used (None: it is complete and intact)."""
+    try:
+        verify_model_tree(find_model_folder(target, shown=shown))
+    except XmcError as err:
+        return str(err).splitlines()[0]
+    return None
+
+
+def _quarantine(target: Path, shown: str, problem: str) -> None:
+    """Move the damaged cached copy ``target`` to ``<cache>/quarantine/<key>-<UTC time>-<pid>``
+    (kept for inspection, never deleted), with the reason in ``REASON.txt`` beside it."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    dest = target.parent / QUARANTINE_DIR_NAME / f"{target.name}-{stamp}-{os.getpid()}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(target, dest)
+    except FileNotFoundError:
+        return  # another process moved it aside first
+    reason = f"{shown}: cached copy {target} set aside: {problem}\n"
+    (dest.parent / f"{dest.name}.REASON.txt").write_text(reason, encoding="utf-8")
+    log.warning(
+        "the serving-cache copy of %s is damaged (%s): moved to quarantine %s; downloading again",
+        shown, problem, dest,
+    )  # fmt: skip
 
 
 def resolve_uri(uri: str, tracking_uri: str) -> ResolvedUri:
     """Pin ``uri`` to immutable content (an alias or ``latest`` becomes a version number) and
     find the artifact location behind it (the registry is asked with ``tracking_uri``, never
-    with MLflow's process-wide default)."""
+    with MLflow's process-wide default). ``models:/`` and ``runs:/`` URIs are parsed with
+    MLflow's own parsers; a sub-path after the model must stay inside its artifacts."""
     from mlflow import MlflowClient
 
+    from xmc_core.serving.registry_store import ensure_schema
+
+    scheme = urllib.parse.urlparse(uri).scheme
+    if scheme not in ("models", "runs"):
+        return ResolvedUri(uri, (tracking_uri, uri))  # a plain artifact location
+    ensure_schema(tracking_uri)
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    if scheme == "runs":
+        run_id, sub = _split_runs_uri(uri)
+        return ResolvedUri(_run_location(client, run_id, sub, uri), (tracking_uri, uri))
     if logged := _LOGGED_MODEL_URI.match(uri):
         location = _logged_model_location(client, logged["id"], uri)
-        return ResolvedUri(location + (logged["path"] or ""), (tracking_uri, uri))
-    if run := _RUNS_URI.match(uri):
-        return ResolvedUri(_run_location(client, run["run"], run["path"], uri), (tracking_uri, uri))
-    match = _ALIAS_URI.match(uri) or _VERSION_URI.match(uri)
-    if match is None:
-        return ResolvedUri(uri, (tracking_uri, uri))  # a plain artifact location
-    name, path = match["name"], match["path"] or ""
+        sub = safe_sub_path(logged["path"] or "", uri)
+        return ResolvedUri(_join(location, sub), (tracking_uri, uri))
+    return _resolve_registered(client, uri, tracking_uri)
+
+
+def _resolve_registered(client: MlflowClient, uri: str, tracking_uri: str) -> ResolvedUri:
+    """``models:/NAME@ALIAS[/PATH]``, ``models:/NAME/VERSION[/PATH]`` (or ``latest``)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.store.artifact.models_artifact_repo import ModelsArtifactRepository
+    from mlflow.store.artifact.utils.models import _parse_model_uri
+
+    base, sub = ModelsArtifactRepository.split_models_uri(uri)
+    sub = safe_sub_path(sub, uri)
+    try:
+        parsed = _parse_model_uri(base)
+    except MlflowException as err:
+        raise InputError(uri, f"not a model URI ({_first_line(err)})", _FIX_URI) from err
+    if parsed.model_id is not None:
+        location = _logged_model_location(client, parsed.model_id, uri)
+        return ResolvedUri(_join(location, sub), (tracking_uri, uri))
+    name = str(parsed.name)
     _registered_model(client, name, uri)
-    if "alias" in match.groupdict():
-        version = _version_by_alias(client, name, match["alias"], uri)
+    if parsed.alias is not None:
+        version = _version_by_alias(client, name, parsed.alias, uri)
     else:
-        version = _version_by_ref(client, name, match["ref"], uri)
+        version = _version_by_ref(client, name, parsed.version or parsed.stage or "latest", uri)
     identity = (
         tracking_uri, name, str(version.version), str(version.source),
-        str(version.run_id), str(version.creation_timestamp), path,
+        str(version.run_id), str(version.creation_timestamp), sub,
     )  # fmt: skip
     location = client.get_model_version_download_uri(name, str(version.version))
-    return ResolvedUri(location + path, identity)
+    return ResolvedUri(_join(location, sub), identity)
+
+
+def safe_sub_path(path: str, uri: str) -> str:
+    """``path`` (the part of ``uri`` after the model or run, leading ``/`` dropped) when it
+    stays inside the artifacts: no ``..`` (also percent-encoded), no absolute path, no
+    backslash, no ``#`` (MLflow's ``validate_path_is_safe``). ``InputError`` otherwise."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.uri import validate_path_is_safe
+
+    path = path.strip("/")
+    if not path:
+        return ""
+    try:
+        validate_path_is_safe(path)
+    except MlflowException as err:
+        raise InputError(
+            uri,
+            f"the path {path!r} after the model leaves the artifacts it names "
+            "('..', an absolute path, a backslash or '#')",
+            "name a file or folder inside the model, or the model alone "
+            "(models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN_ID/model)",
+        ) from err
+    return path
+
+
+def _split_runs_uri(uri: str) -> tuple[str, str]:
+    """(run id, safe sub-path) of ``runs:/RUN_ID[/PATH]``, parsed by MLflow."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.store.artifact.runs_artifact_repo import RunsArtifactRepository
+
+    try:
+        run_id, path = RunsArtifactRepository.parse_runs_uri(uri)
+    except MlflowException as err:
+        raise InputError(uri, f"not a runs URI ({_first_line(err)})", _FIX_URI) from err
+    return run_id, safe_sub_path(path or "", uri)
+
+
+def _join(location: str, sub: str) -> str:
+    return f"{location.rstrip('/')}/{sub}" if sub else location
 
 
 def _logged_model_location(client: MlflowClient, model_id: str, uri: str) -> str:
@@ -120,22 +232,26 @@ def _logged_model_location(client: MlflowClient, model_id: str, uri: str) -> str
 
 
 def _run_location(client: MlflowClient, run_id: str, path: str, uri: str) -> str:
-    """``runs:/RUN_ID/NAME/...``: the model ``NAME`` logged by the run, else its artifacts."""
+    """``runs:/RUN_ID/NAME/...``: the model ``NAME`` logged by the run, else its artifacts
+    (``path``: a safe sub-path, see :func:`safe_sub_path`)."""
     from mlflow.exceptions import MlflowException
+
+    from xmc_core.serving.registry_store import filter_value
 
     try:
         run = client.get_run(run_id)
     except MlflowException as err:
         raise InputError(uri, f"no run {run_id} ({_first_line(err)})", _FIX_TRACKING) from err
-    name, _, rest = path.lstrip("/").partition("/")
-    if name:
+    name, _, rest = path.partition("/")
+    quoted = filter_value(name) if name else None
+    if quoted is not None:
         models = client.search_logged_models(
-            experiment_ids=[run.info.experiment_id], filter_string=f"name = '{name}'"
+            experiment_ids=[run.info.experiment_id], filter_string=f"name = {quoted}"
         )
         for model in models:
-            if model.source_run_id == run_id:
-                return model.artifact_location + (f"/{rest}" if rest else "")
-    return run.info.artifact_uri + path
+            if model.source_run_id == run_id and model.name == name:
+                return _join(model.artifact_location, rest)
+    return _join(run.info.artifact_uri, path)
 
 
 def _registered_model(client: MlflowClient, name: str, uri: str) -> None:
@@ -168,8 +284,11 @@ def _version_by_alias(client: MlflowClient, name: str, alias: str, uri: str) -> 
 def _version_by_ref(client: MlflowClient, name: str, ref: str, uri: str) -> ModelVersion:
     from mlflow.exceptions import MlflowException
 
-    if ref == "latest":
-        versions = client.search_model_versions(f"name = '{name}'")
+    from xmc_core.serving.registry_store import filter_value
+
+    if ref.lower() == "latest":
+        quoted = filter_value(name)
+        versions = client.search_model_versions(f"name = {quoted}") if quoted else []
         if not versions:
             raise InputError(uri, f"model {name!r} has no versions", "register one first")
         return max(versions, key=lambda v: int(v.version))
@@ -206,7 +325,14 @@ def _download(uri: str, target: Path, tracking_uri: str, shown: str) -> None:
                 f"cannot download the model ({_first_line(err)})",
                 _FIX_TRACKING,
             ) from err
-        find_model_folder(tmp, shown=shown)
+        try:
+            verify_model_tree(find_model_folder(tmp, shown=shown))
+        except ArtifactError as err:
+            raise InputError(
+                shown,
+                f"the downloaded model is damaged in the store itself ({_first_line(err)})",
+                "re-register the model from its training run's model folder",
+            ) from err
         try:
             os.rename(tmp, target)
         except OSError:

@@ -1,0 +1,79 @@
+"""Child processes of the hostile-registry suite: a registering run or a manual promotion that
+SIGKILLs itself at an exact point, and a worker that opens a fresh tracking store.
+
+Run as ``python -m tests.reliability.hostile_registry_child JSON`` with JSON keys ``step``
+(``register`` | ``promote``), ``sets`` (config overrides), ``kill`` (bool) and the step's
+arguments (``outputs``, ``diagnostics``, ``evals`` for ``register``; ``version`` for ``promote``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def register(args: dict[str, Any]) -> dict[str, Any]:
+    """``log_training_run`` as the train flow calls it; killed right after the registration
+    when ``kill``."""
+    from prefect.logging import disable_run_logger
+
+    import xmc_core.serving.package as package
+    from tasks.tracking import log_training_run
+    from xmc_core.config import XmcConfig
+
+    if args.get("kill"):
+        real = package.log_model
+
+        def log_then_die(*a: Any, **k: Any) -> Any:
+            real(*a, **k)
+            _die()
+
+        package.log_model = log_then_die
+    cfg = XmcConfig.load(None, args["sets"])
+    with disable_run_logger():
+        return log_training_run.fn(cfg, args["outputs"], {}, args["diagnostics"], args["evals"])
+
+
+def promote(args: dict[str, Any]) -> dict[str, Any]:
+    """``promote_version`` (``xmc promote``); killed right after the alias moved when ``kill``."""
+    from xmc_core.config import XmcConfig
+    from xmc_core.serving.registry import promote_version
+    from xmc_core.serving.registry_store import RegistryStore
+
+    if args.get("kill"):
+        real = RegistryStore.move_alias
+
+        def move_then_die(self: RegistryStore, *a: Any, **k: Any) -> bool:
+            real(self, *a, **k)
+            _die()
+            return True
+
+        RegistryStore.move_alias = move_then_die  # type: ignore[method-assign]
+    cfg = XmcConfig.load(None, args["sets"])
+    return promote_version(cfg, args["version"]).model_dump()
+
+
+def open_fresh_store(uri: str, barrier: Any, results: Any) -> None:
+    """Wait for the other process, then open the tracking store as a training run does."""
+    import mlflow
+
+    from tasks.tracking import experiment_id
+
+    barrier.wait(timeout=300)
+    try:
+        results.put(("ok", experiment_id(mlflow.MlflowClient(uri, uri), "race", uri)))
+    except Exception as err:  # reported by the test
+        results.put(("error", f"{type(err).__name__}: {err}"[:300]))
+
+
+if __name__ == "__main__":
+    arguments = json.loads(sys.argv[1])
+    step = {"register": register, "promote": promote}[arguments["step"]]
+    print(json.dumps(step(arguments), default=str))
