@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +34,7 @@ from xmc_core.errors import InputError, XmcError
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from mlflow.entities.model_registry import ModelVersion
 
     from xmc_core.serving.registry import Decision
 
@@ -40,7 +44,78 @@ ROLLBACK_TAG = "xmc.rollback."
 HISTORY_TAG = "xmc.alias_history."
 HISTORY_LIMIT = 50
 LOCK_TIMEOUT_S = 3600.0
+PROCESS_TAG = "xmc.process"
+"""Run and version tag: ``host:pid:start`` of the process that created it (see
+:func:`process_identity`)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SCHEMA_READY: set[str] = set()
+_SCHEMA_GUARD = threading.Lock()
+
+
+def filter_value(text: str) -> str | None:
+    """``text`` as a string literal of an MLflow search filter: in single quotes, or in double
+    quotes when it holds a single quote; None when it holds both (the filter grammar has no
+    escape, so no filter can name it)."""
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    return None
+
+
+def ensure_schema(uri: str) -> None:
+    """Create the tables of a ``sqlite:///PATH`` tracking store once, under an exclusive
+    ``flock`` of ``PATH.lock``, before any client uses it: processes opening a brand-new
+    database at once otherwise race on MLflow's schema (``table ... already exists``).
+    Other stores: nothing to do. Done once per process and URI."""
+    db = _sqlite_file(uri)
+    if db is None or uri in _SCHEMA_READY:
+        return
+    from mlflow.tracking._model_registry import utils as registry_utils
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with _SCHEMA_GUARD, open(db.with_name(db.name + ".lock"), "a+", encoding="utf-8") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            tracking_utils._get_store(uri)  # creates and migrates the tables
+            registry_utils._get_store(uri)
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        _SCHEMA_READY.add(uri)
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///") :].split("?")[0]
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def process_identity(pid: int | None = None) -> str:
+    """``host:pid:start`` of a process (this one by default); ``start`` is its start time in
+    clock ticks since boot (``/proc/PID/stat``), so a reused pid does not pass for it."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def process_gone(identity: str) -> bool:
+    """Whether the process :func:`process_identity` described has ended. Only a process of
+    this host can be checked: one of another host (or an unreadable identity) counts as alive."""
+    host, _, rest = identity.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return _start_ticks(int(pid)) != start
+
+
+def _start_ticks(pid: int) -> str:
+    """Field 22 of ``/proc/PID/stat`` ("" when the process does not exist)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    return stat.rpartition(")")[2].split()[19]
 
 
 def lock_path(cfg: XmcConfig) -> Path:
@@ -87,6 +162,7 @@ class RegistryStore:
         self.uri = cfg.tracking_uri()
         self.name = cfg.registry.model_name
         self.alias = cfg.registry.alias
+        ensure_schema(self.uri)
         self.client: MlflowClient = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
 
     def require_version(self, version: str | int) -> str:
@@ -117,8 +193,15 @@ class RegistryStore:
 
     def versions(self) -> list[str]:
         """Every version number of the model, ascending."""
-        found = self.client.search_model_versions(f"name = '{self.name}'")
-        return [str(v) for v in sorted(int(m.version) for m in found)]
+        return [str(v.version) for v in self.model_versions()]
+
+    def model_versions(self) -> list[ModelVersion]:
+        """Every version of the model, ascending by number."""
+        quoted = filter_value(self.name)
+        if quoted is None:
+            raise InputError(self.uri, f"model name {self.name!r} has both quote kinds", "rename")
+        found = self.client.search_model_versions(f"name = {quoted}")
+        return sorted(found, key=lambda v: int(v.version))
 
     def version_exists(self, version: str) -> bool:
         """Whether the model has ``version``."""
