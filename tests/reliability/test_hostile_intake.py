@@ -10,12 +10,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from xmc_core.config import TfidfConfig, TokenizerConfig
 from xmc_core.corpus import landing
+from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.intake import IntakeFolders, take_in
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
+from xmc_core.errors import InputError, XmcError
+from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.run_report import build_report
 
 pytestmark = pytest.mark.reliability
@@ -188,4 +194,79 @@ def test_run_report_names_the_quarantined_drop_and_its_reason(suite_stats) -> No
     assert "## Intake" not in build_report("run", {}).markdown
     quiet = build_report("run", {}, intake={"ingested": ["a"], "quarantined": []}).markdown
     assert "refused" not in quiet and "ingested: a" in quiet
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_all_emoji_corpus_is_told_it_holds_no_word_not_to_lower_min_df(suite_stats) -> None:
+    vectorizer = TfidfVectorizer(TfidfConfig(), TokenizerConfig())
+    with pytest.raises(XmcError) as excinfo:
+        vectorizer.fit(["😀😀 🎉", "👍 !!", "🎉"])
+    message = str(excinfo.value)
+    assert "3 training documents hold no word" in message and "emoji" in message
+    assert "min_df" not in message
+    with pytest.raises(XmcError, match=r"no term left after min_df=2.*most common term is in 1"):
+        TfidfVectorizer(TfidfConfig(min_df=2), TokenizerConfig()).fit(["apple pie", "pear tart"])
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+LINES = ("train_texts.txt", "train_labels.txt", "test_texts.txt", "test_labels.txt")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "files", "special"),
+    [
+        ("xc", {"test.txt": "1 4 2\n0 1:1\n"}, "train.txt"),
+        ("jsonl", {"test.jsonl": '{"text": "t", "labels": ["a"]}\n'}, "train.jsonl"),
+        ("lines", dict.fromkeys(LINES[:3], "t\n"), "test_labels.txt"),
+        ("lines", dict.fromkeys(LINES, "t\n"), "train_ids.txt"),  # an optional file
+    ],
+)
+def test_fifo_split_file_is_named_a_fifo_not_missing(
+    tmp_path: Path, fmt: str, files: dict[str, str], special: str, suite_stats
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in files.items():
+        (src / name).write_text(text)
+    os.mkfifo(src / special)
+    with pytest.raises(InputError) as excinfo:
+        ingest(fmt, src, tmp_path / "ds", IngestOptions())
+    err = excinfo.value
+    assert err.path == str(src / special)
+    assert "FIFO" in err.problem and "missing" not in err.problem
+    assert "regular file" in err.fix
+    assert not (tmp_path / "ds").exists()
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def parquet_part(path: Path, columns: dict[str, list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+
+
+def test_parquet_parts_may_differ_in_extra_columns_but_not_in_needed_ones(
+    tmp_path: Path, suite_stats
+) -> None:
+    src = tmp_path / "src"
+    parquet_part(
+        src / "train.parquet" / "part-0.parquet",
+        {"doc_id": ["d1"], "text": ["one"], "labels": [["a"]], "source": ["web"]},
+    )
+    parquet_part(
+        src / "train.parquet" / "part-1.parquet",
+        {"views": [3], "labels": [["b"]], "text": ["two"], "doc_id": ["d2"]},
+    )
+    parquet_part(src / "test.parquet", {"doc_id": ["d3"], "text": ["three"], "labels": [["a"]]})
+    manifest = ingest("parquet", src, tmp_path / "ds", IngestOptions())
+    assert manifest.splits["train"].rows == 2  # extra columns ignored, as the README says
+    parquet_part(
+        src / "train.parquet" / "part-2.parquet", {"text": ["four"], "tags": [["c"]], "x": [1]}
+    )
+    with pytest.raises(InputError) as excinfo:
+        ingest("parquet", src, tmp_path / "ds2", IngestOptions())
+    err = excinfo.value
+    assert err.path == str(src / "train.parquet" / "part-2.parquet")
+    assert "'doc_id'" in err.problem and "'labels'" in err.problem and "part-0" in err.problem
+    assert "add the columns ['doc_id', 'labels']" in err.fix
+    assert not (tmp_path / "ds2").exists()
     suite_stats.add(SUITE, tried=1, held=1, lost=0)

@@ -66,10 +66,7 @@ class TfidfVectorizer:
             keep = np.zeros_like(keep)
             keep[kept[order]] = True
         if not keep.any():
-            raise XmcError(
-                f"no term left after min_df={cfg.min_df}, max_df={cfg.max_df} on {n} documents; "
-                "lower min_df or raise max_df"
-            )
+            raise XmcError(self._no_term_message(stats))
         idx = np.flatnonzero(keep)
         df = stats.df[idx]
         idf = np.log((1.0 + n) / (1.0 + df) if cfg.smooth_idf else n / df) + 1.0
@@ -77,6 +74,23 @@ class TfidfVectorizer:
         self.idf_ = idf.astype(np.float64)
         self.n_docs_ = n
         return self
+
+    def _no_term_message(self, stats: TermStats) -> str:
+        """Why no term survived: no word at all in the documents, or the df bounds."""
+        cfg, n = self.tfidf, stats.n_docs
+        if len(stats.terms) == 0:
+            return (
+                f"the {n} training documents hold no word: a token is a run of at least "
+                f"{self.tokenizer.min_token_len} letters, digits or underscores, and the texts "
+                "have none (e.g. only emoji, symbols, punctuation or empty texts). Fix: check "
+                "that the text column holds the document texts; for one-character words set "
+                "tokenizer.min_token_len=1"
+            )
+        return (
+            f"no term left after min_df={cfg.min_df}, max_df={cfg.max_df} on {n} documents (the "
+            f"most common term is in {int(stats.df.max())}, the rarest in {int(stats.df.min())}); "
+            "lower min_df or raise max_df"
+        )
 
     def fit(self, texts: pa.Array | list[str | None]) -> TfidfVectorizer:
         """Fit on one in-memory batch of texts (small corpora and tests)."""

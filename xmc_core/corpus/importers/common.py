@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +25,9 @@ _LISTED_FILES = 20
 
 
 def require_file(path: Path, fmt: str) -> Path:
-    """``path`` if it is a file, else an InputError that lists what the folder holds."""
-    if path.is_file():
+    """``path`` if it is a file, else an InputError that lists what the folder holds (or says
+    what ``path`` is instead: a FIFO, a folder ...)."""
+    if optional_file(path, fmt) is not None:
         return path
     names = sorted(p.name for p in path.parent.iterdir()) if path.parent.is_dir() else []
     shown = ", ".join(names[:_LISTED_FILES]) + (" ..." if len(names) > _LISTED_FILES else "")
@@ -34,6 +37,36 @@ def require_file(path: Path, fmt: str) -> Path:
         f"(the folder holds: {shown or 'nothing'})",
         f"put {path.name} in {path.parent} or pick the format that matches the files",
     )
+
+
+def optional_file(path: Path, fmt: str) -> Path | None:
+    """``path`` if it is a regular file (a link to one counts), None if there is nothing of that
+    name; an InputError if it is something else (FIFO, socket, device, folder, broken link)."""
+    if path.is_file():
+        return path
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    raise InputError(
+        path,
+        f"format {fmt!r} reads {path.name} as a regular file, but it is {_file_kind(path, mode)}",
+        f"replace {path.name} by a regular file holding its data (copy the data in, not a pipe, "
+        "device or link to it)",
+    )
+
+
+def _file_kind(path: Path, mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link to {os.readlink(path)!r}, which is missing or not a file"
+    kinds = [
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ]
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
 
 
 def split_labels(value: str, sep: str) -> list[str]:

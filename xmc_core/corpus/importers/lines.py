@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from xmc_core.corpus.importers.common import (
     manifest_of,
+    optional_file,
     read_label_map,
     require_file,
     source_info,
@@ -43,11 +44,10 @@ class SplitFiles:
     @classmethod
     def find(cls, src: Path, split: str) -> SplitFiles:
         """The files of ``split`` in ``src``; texts and labels are required."""
-        ids = src / f"{split}_ids.txt"
         return cls(
             require_file(src / f"{split}_texts.txt", "lines"),
             require_file(src / f"{split}_labels.txt", "lines"),
-            ids if ids.is_file() else None,
+            optional_file(src / f"{split}_ids.txt", "lines"),
         )
 
     def all(self) -> list[Path]:
@@ -67,7 +67,8 @@ def import_lines(src: Path, dest: Path, options: IngestOptions) -> Manifest:
     """Ingest the ``lines`` format from folder ``src`` into dataset folder ``dest``."""
     files = {split: SplitFiles.find(src, split) for split in SPLITS}
     map_path = src / "label_map.txt"
-    label_map = read_label_map(map_path, parse_ids=False) if map_path.is_file() else None
+    has_map = optional_file(map_path, "lines") is not None
+    label_map = read_label_map(map_path, parse_ids=False) if has_map else None
     inputs = [p for split in SPLITS for p in files[split].all()]
     if label_map is not None:
         inputs.append(map_path)

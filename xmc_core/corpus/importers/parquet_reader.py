@@ -23,9 +23,11 @@ BATCH_ROWS = 8192
 
 
 def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records]:
-    """Columns and rows of a Parquet file or folder of parts, read one batch at a time.
+    """Columns (of the first part) and rows of a Parquet file or folder of parts, read one batch
+    at a time.
 
-    Only the id, text and labels columns are read; their types are checked first.
+    Only the id, text and labels columns are read; their types are checked first. Parts may
+    differ in other columns (ignored), not in which of those three they hold.
     """
     parts = [path]
     if path.is_dir():
@@ -34,14 +36,11 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
         raise InputError(path, "folder holds no .parquet file", "put the Parquet parts in it")
     files = [_parquet_file(p) for p in parts]
     names = files[0].schema_arrow.names
+    roles = {options.id_column, options.text_column, options.labels_column}
     for part, pf in zip(parts, files, strict=True):
-        if pf.schema_arrow.names != names:
-            raise InputError(
-                part,
-                f"columns {brief(pf.schema_arrow.names, 300)} differ from {brief(names, 300)}",
-                "align",
-            )
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        _check_same_roles(part, pf.schema_arrow.names, parts[0], names, roles)
+        part_names = pf.schema_arrow.names
+        repeated = sorted({n for n in part_names if part_names.count(n) > 1})
         if repeated:
             raise InputError(
                 part,
@@ -62,6 +61,26 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
                     yield row, {name: values[i] for name, values in columns.items()}
 
     return names, records()
+
+
+def _check_same_roles(
+    part: Path, names: list[str], first: Path, first_names: list[str], roles: set[str | None]
+) -> None:
+    """``part`` must hold the same id/text/labels columns (``roles``) as the first part."""
+    missing = [n for n in first_names if n in roles and n not in names]
+    extra = [n for n in names if n in roles and n not in first_names]
+    if not missing and not extra:
+        return
+    problem = [f"lacks the columns {missing} that {first.name} has"] if missing else []
+    problem += [f"has the columns {extra} that {first.name} lacks"] if extra else []
+    fixes = [f"add the columns {missing} to this part"] if missing else []
+    fixes += [f"add the columns {extra} to every part, or drop them from this one"] if extra else []
+    raise InputError(
+        part,
+        f"{' and '.join(problem)} (the id, text and labels columns must be the same in every part "
+        f"of {part.parent}; other columns may differ and are ignored)",
+        f"{'; '.join(fixes)}, or move this part out of {part.parent}",
+    )
 
 
 _DAMAGED_FIX = "re-create the file from its source (e.g. pyarrow.parquet.write_table)"

@@ -28,6 +28,7 @@ from xmc_core.corpus.importers.common import (
     OPTION_OF,
     Records,
     manifest_of,
+    optional_file,
     require_file,
     source_info,
     split_labels,
@@ -273,7 +274,8 @@ def _write_split(
 
 def read_label_texts(src: Path) -> tuple[dict[str, str | None] | None, Path | None]:
     """Label texts from ``labels.jsonl`` or ``labels.csv`` (columns label, text), if present."""
-    present = [p for p in (src / "labels.jsonl", src / "labels.csv") if p.is_file()]
+    candidates = (src / "labels.jsonl", src / "labels.csv")
+    present = [p for p in candidates if optional_file(p, p.suffix[1:]) is not None]
     if not present:
         return None, None
     if len(present) > 1:

@@ -20,6 +20,7 @@ import numpy as np
 
 from xmc_core.corpus.importers.common import (
     manifest_of,
+    optional_file,
     read_label_map,
     require_file,
     source_info,
@@ -184,7 +185,8 @@ def import_xc(src: Path, dest: Path, options: IngestOptions) -> Manifest:
     headers = {split: Header.read(paths[split]) for split in SPLITS}
     _check_headers_agree(paths, headers)
     map_path = src / "label_map.txt"
-    label_map = read_label_map(map_path, parse_ids=True) if map_path.is_file() else None
+    has_map = optional_file(map_path, "xc") is not None
+    label_map = read_label_map(map_path, parse_ids=True) if has_map else None
     inputs = list(paths.values()) + ([map_path] if label_map else [])
     with DatasetWriter(
         dest,
