@@ -304,7 +304,9 @@ def ingest_drop(drop: Drop, dest: Path, policies_override: Policies | None = Non
     if dest.exists():
         raise InputError(dest, "destination already exists", "choose a new folder")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    # not ".{name}.xxxxxxxx.tmp": xmc_core.atomic takes such a folder for a dead writer's
+    # temporary of ``dest`` and removes it
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-ingest.", suffix=".tmp", dir=dest.parent))
     try:
         manifest = ingest(drop.format, drop.path, staging / "raw", options)
         if not has_positional_ids(staging / "raw"):
