@@ -270,3 +270,30 @@ def test_parquet_parts_may_differ_in_extra_columns_but_not_in_needed_ones(
     assert "add the columns ['doc_id', 'labels']" in err.fix
     assert not (tmp_path / "ds2").exists()
     suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_drop_that_cannot_be_quarantined_stays_and_the_others_go_on(
+    tmp_path: Path, suite_stats
+) -> None:
+    f = intake_folders(tmp_path)
+    f.quarantine.mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(f.quarantine)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
+        (f.landing / "loose.txt").write_text("not a drop\n")
+        result = take_in(f, "merge", Policies(), rows_per_group=16)
+    finally:
+        subprocess.run(["umount", str(f.quarantine)], check=True)
+    assert result.ingested == ["a"] and result.quarantined == []
+    (stuck,) = result.stuck
+    assert stuck["name"] == "loose.txt" and "not a drop folder" in stuck["reason"]
+    assert "another filesystem" in stuck["error"]
+    assert (f.landing / "loose.txt").read_text() == "not a drop\n"  # left where it was
+    assert all_ids(result.corpus) == {f"a-{k}" for k in range(5)}
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)

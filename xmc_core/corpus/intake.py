@@ -10,10 +10,20 @@ One call does what a scheduled retraining run needs before it trains:
    content-addressed folder of the corpus store, which becomes ``current.json``;
 3. the ingested drops are moved to the archive folder. Nothing is ever deleted.
 
-Every step can be repeated after a crash: an unarchived drop is merged again and, as merging is
-an upsert by doc id, gives the same corpus (same fingerprint, same folder). Whether the current
-corpus still needs training is read from ``trained.json``, written by :func:`mark_trained` only
-after a successful training run, so a run that failed after the intake is finished by the next.
+Any error of one drop, expected or not (a symbolic-link loop, an importer bug, a drop of another
+kind than the corpus it is merged into), quarantines that drop with the error as its reason;
+the other drops go on. A drop that cannot even be moved stays in the landing folder and is
+reported as ``stuck``.
+
+Every step can be repeated after a crash. Before the first drop is archived the batch is
+recorded in ``<store>/intake-batch.json`` (the merged corpus and its drops, state ``open``); it
+is closed once all are archived. A run that finds a batch open merges into that batch's corpus,
+in both modes, so the drops archived before the crash stay in the corpus (``replace`` would
+otherwise start from the unarchived ones alone); an unarchived drop is merged again and, as
+merging is an upsert by doc id, gives the same corpus (same fingerprint, same folder). Whether
+the current corpus still needs training is read from ``trained.json``, written by
+:func:`mark_trained` only after a successful training run, so a run that failed after the intake
+is finished by the next.
 """
 
 from __future__ import annotations

@@ -148,8 +148,7 @@ def unexpected_problem(path: Path, step: str, err: Exception) -> InputError:
     return InputError(
         path,
         f"could not be {step}: unexpected {type(err).__name__}: {err}",
-        "check the drop for what the message names (links, odd files, damaged data); if it "
-        "looks fine, report this REASON.txt to the xmc maintainers",
+        "check what the message names (a link, an odd file, damaged data), else report it",
     )
 
 
@@ -304,9 +303,8 @@ def ingest_drop(drop: Drop, dest: Path, policies_override: Policies | None = Non
     if dest.exists():
         raise InputError(dest, "destination already exists", "choose a new folder")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    # not ".{name}.xxxxxxxx.tmp": xmc_core.atomic takes such a folder for a dead writer's
-    # temporary of ``dest`` and removes it
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-ingest.", suffix=".tmp", dir=dest.parent))
+    # not ".NAME.xxxxxxxx.tmp", which xmc_core.atomic removes as a dead writer's temporary
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-in.", suffix=".tmp", dir=dest.parent))
     try:
         manifest = ingest(drop.format, drop.path, staging / "raw", options)
         if not has_positional_ids(staging / "raw"):
