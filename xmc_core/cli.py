@@ -88,6 +88,26 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--topk", type=int, help="default top-k of requests")
     _config_args(srv)
 
+    srv.add_argument(
+        "--token-file", type=Path, default=_S,
+        help="file holding the bearer token clients must send (else $XMC_SERVE_TOKEN)",
+    )  # fmt: skip
+    srv.add_argument(
+        "--insecure-public", action="store_true", default=_S,
+        help="allow a non-loopback --host without a token",
+    )  # fmt: skip
+    srv.add_argument(
+        "--header-timeout", dest="header_timeout_s", type=float, default=_S, metavar="S",
+        help="seconds a client has to send a request head (then 408 and closed)",
+    )  # fmt: skip
+    srv.add_argument(
+        "--body-timeout", dest="body_timeout_s", type=float, default=_S, metavar="S",
+        help="seconds a client has to send a request body once its head is in (then closed)",
+    )  # fmt: skip
+    srv.add_argument(
+        "--max-connections", type=int, default=_S, metavar="N",
+        help="open connections served at once; the ones over it get 503",
+    )  # fmt: skip
     pro = sub.add_parser("promote", help="give the registry alias to a model version (no gate)")
     pro.add_argument("version", help="registered model version number")
     _config_args(pro)
@@ -145,9 +165,13 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
     """``serve``, ``promote``, ``rollback``: the MLflow-facing part (``xmc_core.serving``)."""
     cfg = XmcConfig.load(args.config, args.overrides)
     if args.command == "serve":
-        from xmc_core.serving.http import serve
+        from xmc_core.serving.http import Limits, serve
 
-        serve(args.model, cfg, args.host, args.port, args.topk, args.beam_size)
+        limits = Limits(**_given(args, "header_timeout_s", "body_timeout_s", "max_connections"))
+        serve(
+            args.model, cfg, args.host, args.port, args.topk, args.beam_size, limits,
+            **_given(args, "token_file", "insecure_public"),
+        )  # fmt: skip
         return
     from xmc_core.serving import registry
 

@@ -18,6 +18,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.serving.conftest import ALIAS, MODEL_NAME, Registry, assert_same, in_process
+from xmc_core.errors import InputError, XmcError
+from xmc_core.serving.guard import TOKEN_ENV, check_exposure, is_loopback, read_token
 from xmc_core.serving.http import Limits, create_app
 from xmc_core.text_model import XmcModel
 
@@ -172,3 +174,49 @@ def test_xmc_serve_answers_over_real_http(
             proc.kill()
             output, _ = proc.communicate()
     assert f"at http://127.0.0.1:{port}" in output, output
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.1.2.3", False),
+     ("example.org", False)],
+)  # fmt: skip
+def test_only_loopback_hosts_count_as_private(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+    if loopback:
+        check_exposure(host, None, insecure_public=False)
+    else:
+        with pytest.raises(XmcError, match="--insecure-public"):
+            check_exposure(host, None, insecure_public=False)
+        check_exposure(host, "a-token-of-16-chars", insecure_public=False)
+        check_exposure(host, None, insecure_public=True)
+
+
+def test_the_token_comes_from_the_file_first_then_the_environment(tmp_path: Path) -> None:
+    env = {TOKEN_ENV: "  from-the-environment-123 \n"}
+    assert read_token(None, {}) is None
+    assert read_token(None, env) == "from-the-environment-123"
+    path = tmp_path / "token"
+    path.write_text("from-the-file-4567890\n")
+    path.chmod(0o640)
+    assert read_token(path, env) == "from-the-file-4567890"
+    path.chmod(0o604)
+    with pytest.raises(InputError, match="chmod 600"):
+        read_token(path, env)
+    with pytest.raises(InputError, match="cannot read the token file"):
+        read_token(tmp_path / "absent", env)
+    for bad in ("", "short", "has a space in it!!", "control\x07chars-123456"):
+        with pytest.raises(InputError, match="token"):
+            read_token(None, {TOKEN_ENV: bad})
+
+
+def test_request_defaults_out_of_range_are_refused_when_the_app_is_built(
+    tiny_model: XmcModel,
+) -> None:
+    for topk, beam in ((0, None), (-3, None), (None, 0), (51, None), (None, 10**9)):
+        with pytest.raises(XmcError, match="out of range"):
+            create_app(tiny_model, topk, beam, LIMITS)
+    for bad in ({"header_timeout_s": 0}, {"body_timeout_s": -1}, {"max_connections": 0}):
+        with pytest.raises(XmcError, match="out of range"):
+            create_app(tiny_model, limits=Limits(**bad))
