@@ -6,16 +6,18 @@ python -m flows.featurize DATASET [--config cfg.yaml] [--set tfidf.max_features=
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from prefect import flow, unmapped
 
-from flows.runtime import configured, prefect_api
+from flows.runtime import checked_config, configured, prefect_api
 from tasks.featurize import assemble_split, count_terms, featurize_partition, fit_vocabulary
 from tasks.labels import label_features, label_index
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
+from xmc_core.entry import run_command
 
 
 def featurize_stages(corpus_dir: str, cfg: XmcConfig) -> dict[str, str]:
@@ -70,6 +72,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    checked_config(args.config, args.overrides)
     with prefect_api():
         result = featurize(args.dataset, args.config, args.overrides)
     for name, path in result.items():
@@ -78,4 +81,4 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))

@@ -14,12 +14,13 @@ what changed.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from prefect import flow, unmapped
 
-from flows.runtime import configured, prefect_api
+from flows.runtime import checked_config, configured, prefect_api
 from tasks.predict import (
     assemble_predictions,
     plan_chunks,
@@ -31,6 +32,7 @@ from tasks.predict import (
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
+from xmc_core.entry import run_command
 from xmc_core.errors import InputError
 from xmc_core.serving.resolve import is_uri
 
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    checked_config(args.config, args.overrides)
     start = time.perf_counter()
     with prefect_api():
         result = predict(
@@ -100,4 +103,4 @@ def main(argv: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,18 @@ def configured(flow: Flow[Any, Any], cfg: XmcConfig, use_dask: bool = True) -> F
     return flow.with_options(**options)
 
 
+def checked_config(config_path: str | None, overrides: list[str] | None) -> XmcConfig:
+    """The config, validated, with its ``work_dir`` writable: checked before a flow's command
+    line starts Prefect, so a bad key or a read-only work dir is one clear error, not a failed
+    flow run and its tracebacks."""
+    cfg = XmcConfig.load(config_path, overrides)
+    work = cfg.work_dir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=work):  # mkdir succeeds on a read-only existing folder
+        pass
+    return cfg
+
+
 def config_flow_main(flow: Flow[Any, Any], doc: str, argv: list[str] | None = None) -> Any:
     """Command line of a flow called as ``flow(config_path, overrides)``: ``--config FILE``,
     ``--set KEY=VALUE`` (repeatable); runs it against :func:`prefect_api`, prints the time."""
@@ -48,6 +61,7 @@ def config_flow_main(flow: Flow[Any, Any], doc: str, argv: list[str] | None = No
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    checked_config(args.config, args.overrides)
     start = time.perf_counter()
     with prefect_api():
         result = flow(args.config, args.overrides)

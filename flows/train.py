@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from xmc_core.artifacts import read_meta
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
+from xmc_core.entry import run_command
 from xmc_core.metrics import format_metrics
 from xmc_core.report import features_summary, read_json
 
@@ -204,4 +206,4 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))

@@ -29,7 +29,7 @@ from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.errors import XmcError
+from xmc_core.entry import run_command
 
 _S = argparse.SUPPRESS
 
@@ -70,8 +70,10 @@ def _parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("predict", help="top labels of a dataset split or a text file")
     pr.add_argument("model", type=Path)
-    pr.add_argument("source", type=Path, help="dataset folder, or a text file (one doc a line)")
-    pr.add_argument("output", type=Path, help="JSON lines file to write")
+    pr.add_argument(
+        "source", type=Path, help="dataset folder, or a text file (one doc a line; - for stdin)"
+    )
+    pr.add_argument("output", type=Path, help="JSON lines file to write (- for stdout)")
     _predict_args(pr)
 
     ev = sub.add_parser("evaluate", help="metrics of a saved model on a dataset split")
@@ -123,8 +125,19 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", help="split of a dataset folder (default: test)")
-    p.add_argument("--beam-size", type=int, help="override the model's beam size")
-    p.add_argument("--topk", type=int, help="override the model's top-k")
+    p.add_argument("--beam-size", type=_count, help="override the model's beam size")
+    p.add_argument("--topk", type=_count, help="override the model's top-k")
+
+
+def _count(text: str) -> int:
+    """A whole number >= 1 (argparse turns the ValueError into a usage error, exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
 
 
 def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
@@ -158,7 +171,11 @@ def _model_command(args: argparse.Namespace) -> None:
         n = commands.predict(
             args.model, args.source, args.output, args.split, args.beam_size, args.topk
         )
-        print(f"wrote predictions of {n} documents to {args.output}")
+        to_stdout = str(args.output) == "-"
+        where = "stdout" if to_stdout else args.output
+        print(
+            f"wrote predictions of {n} documents to {where}", file=sys.stderr if to_stdout else None
+        )
 
 
 def _lifecycle_command(args: argparse.Namespace) -> None:
@@ -212,27 +229,36 @@ def manifest_summary(m: Manifest) -> str:
     return "\n".join(lines)
 
 
+def _run(args: argparse.Namespace) -> None:
+    """Run the parsed command (expected failures are turned into messages by ``main``)."""
+    if args.command == "ingest":
+        print(manifest_summary(_ingest(args)))
+    elif args.command == "synth":
+        print(manifest_summary(_synth(args)))
+    elif args.command == "info":
+        print(manifest_summary(Corpus(args.dataset).manifest))
+    elif args.command == "dump-config":
+        print(XmcConfig.load(args.config, args.overrides).to_yaml(), end="")
+    elif args.command in ("serve", "promote", "rollback"):
+        _lifecycle_command(args)
+    else:
+        _model_command(args)
+
+
+def _writes(args: argparse.Namespace) -> Path | None:
+    """The output the command writes (named when a write fails without a path)."""
+    for name in ("output", "dest", "model"):
+        value = getattr(args, name, None)
+        if isinstance(value, Path) and (name != "model" or args.command == "train"):
+            return value
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``xmc`` console script; returns the exit status."""
+    """Entry point of the ``xmc`` console script; returns the exit status (2: an error)."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    try:
-        if args.command == "ingest":
-            print(manifest_summary(_ingest(args)))
-        elif args.command == "synth":
-            print(manifest_summary(_synth(args)))
-        elif args.command == "info":
-            print(manifest_summary(Corpus(args.dataset).manifest))
-        elif args.command == "dump-config":
-            print(XmcConfig.load(args.config, args.overrides).to_yaml(), end="")
-        elif args.command in ("serve", "promote", "rollback"):
-            _lifecycle_command(args)
-        else:
-            _model_command(args)
-    except (XmcError, FileExistsError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command(lambda: _run(args), _writes(args))
 
 
 if __name__ == "__main__":

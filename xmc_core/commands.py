@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import scipy.sparse as sp
 
 from xmc_core.atomic import atomic_dir, atomic_file, write_json
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.importers.textio import iter_lines
 from xmc_core.errors import InputError
 from xmc_core.metrics import format_metrics
 from xmc_core.pipeline import (
@@ -21,6 +23,7 @@ from xmc_core.pipeline import (
     model_split,
     train_model,
 )
+from xmc_core.predictions import iter_doc_lines
 from xmc_core.text_model import XmcModel
 
 _BATCH = 10_000
@@ -54,21 +57,25 @@ def evaluate(
 def _predictions(
     source: Path, split: str, model: XmcModel, beam: int | None, topk: int | None
 ) -> Iterator[tuple[list[str], sp.csr_matrix]]:
-    """Batches of (doc ids, scores) from a dataset folder or a text file (one doc a line)."""
-    if source.is_dir():
+    """Batches of (doc ids, scores) from a dataset folder, a text file (one doc a line) or
+    ``-`` (the same on stdin)."""
+    if str(source) != "-" and source.is_dir():
         feats = featurize_split(Corpus(source), split, model)
         yield feats.doc_ids.to_pylist(), model.predict_features(feats.X, topk, beam)
         return
-    if not source.is_file():
+    if str(source) != "-" and not source.is_file():
         raise InputError(source, "no such file or dataset folder", "check the path")
-    batch: list[tuple[int, str]] = []
-    for lineno, text in iter_lines(source):
-        batch.append((lineno, text))
-        if len(batch) == _BATCH:
+    with contextlib.ExitStack() as stack:
+        fh = sys.stdin.buffer if str(source) == "-" else stack.enter_context(open(source, "rb"))
+        name = "<stdin>" if str(source) == "-" else source
+        batch: list[tuple[int, str]] = []
+        for line in iter_doc_lines(fh, name, model.ranker.predict_cfg.max_doc_chars):
+            batch.append(line)
+            if len(batch) == _BATCH:
+                yield _predict_lines(batch, model, beam, topk)
+                batch = []
+        if batch:
             yield _predict_lines(batch, model, beam, topk)
-            batch = []
-    if batch:
-        yield _predict_lines(batch, model, beam, topk)
 
 
 def _predict_lines(
@@ -78,24 +85,37 @@ def _predict_lines(
     return ids, model.predict([text for _, text in batch], topk, beam)
 
 
+def _write_records(
+    out: BinaryIO, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]]
+) -> int:
+    """Write one JSON line ``{"doc_id", "labels", "scores"}`` per document; returns the count."""
+    n = 0
+    for ids, scores in batches:
+        for doc_id, ranked in zip(ids, model.top_labels(scores), strict=True):
+            record = {
+                "doc_id": doc_id,
+                "labels": [name for name, _ in ranked],
+                "scores": [round(score, 6) for _, score in ranked],
+            }
+            out.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+            n += 1
+    return n
+
+
 def predict(
     model_dir: Path, source: Path, output: Path, split: str, beam: int | None, topk: int | None
 ) -> int:
     """Write JSON lines ``{"doc_id", "labels", "scores"}`` for every document, atomically.
 
     ``source`` is a dataset folder (``split`` is read) or a UTF-8 text file, one document a line
-    (ids ``line-N``). Returns the number of documents.
+    (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout.
+    Returns the number of documents.
     """
     model = XmcModel.load(model_dir)
-    n = 0
-    with atomic_file(output) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        for ids, scores in _predictions(source, split, model, beam, topk):
-            for doc_id, ranked in zip(ids, model.top_labels(scores), strict=True):
-                record = {
-                    "doc_id": doc_id,
-                    "labels": [name for name, _ in ranked],
-                    "scores": [round(score, 6) for _, score in ranked],
-                }
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-                n += 1
-    return n
+    batches = _predictions(source, split, model, beam, topk)
+    if str(output) == "-":
+        n = _write_records(sys.stdout.buffer, model, batches)
+        sys.stdout.buffer.flush()
+        return n
+    with atomic_file(output) as tmp, open(tmp, "wb") as fh:
+        return _write_records(fh, model, batches)

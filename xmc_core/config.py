@@ -111,11 +111,18 @@ class RankerConfig(Section):
 
 
 class PredictConfig(Section):
-    """Beam search; both values can be overridden at predict time."""
+    """Beam search (``beam_size`` and ``topk`` can be overridden at predict time), and the
+    per-document cap on raw text at predict time."""
 
     beam_size: int = Field(10, ge=1)
     topk: int = Field(20, ge=1)
     post_processor: Literal["l3-hinge", "sigmoid", "noop"] = "l3-hinge"
+    max_doc_chars: int | None = Field(
+        1_000_000,
+        ge=1,
+        description="longer texts are cut to their first max_doc_chars characters when "
+        "predicting (logged once per run); null: no cap",
+    )
 
 
 class ModelConfig(Section):
@@ -282,8 +289,9 @@ class XmcConfig(Section):
         try:
             return cls.model_validate(raw)
         except ValidationError as err:
+            where = path if path is not None else "--set " + " ".join(overrides or [])
             raise InputError(
-                path, f"invalid configuration:\n{err}", "fix the keys named above"
+                where, f"invalid configuration:\n{err}", "fix the keys named above"
             ) from err
 
     def mlflow_dir(self) -> Path:

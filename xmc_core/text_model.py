@@ -8,11 +8,13 @@ No pickle anywhere.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
@@ -23,6 +25,8 @@ from xmc_core.linear.model import XRLinearModel
 
 if TYPE_CHECKING:
     from xmc_core.transformer.ranker import EmbeddingFeatures
+
+log = logging.getLogger(__name__)
 
 
 class XmcModel:
@@ -48,6 +52,7 @@ class XmcModel:
         self.label_counts = label_counts
         self.n_train_docs = n_train_docs
         self.embedding = embedding
+        self._cut_logged = False
 
     @property
     def kind(self) -> str:
@@ -70,9 +75,31 @@ class XmcModel:
         topk: int | None = None,
         beam_size: int | None = None,
     ) -> sp.csr_matrix:
-        """Scores csr (n_docs, n_labels) of raw texts."""
+        """Scores csr (n_docs, n_labels) of raw texts (each cut to ``predict.max_doc_chars``)."""
+        texts = self.capped(texts)
         X = self.features(self.vectorizer.transform(texts), texts)
         return self.predict_features(X, topk, beam_size)
+
+    def capped(self, texts: list[str | None] | pa.Array) -> list[str | None] | pa.Array:
+        """``texts`` with each cut to its first ``predict.max_doc_chars`` characters (the
+        first cut is logged, once per model object: once per run)."""
+        cap = self.ranker.predict_cfg.max_doc_chars
+        if cap is None:
+            return texts
+        if isinstance(texts, pa.Array | pa.ChunkedArray):
+            n_long = pc.sum(pc.greater(pc.utf8_length(texts), cap)).as_py() or 0
+            capped = pc.utf8_slice_codeunits(texts, 0, cap) if n_long else texts
+        else:
+            n_long = sum(1 for t in texts if t is not None and len(t) > cap)
+            capped = [t[:cap] if t is not None and len(t) > cap else t for t in texts]
+        if n_long and not self._cut_logged:
+            self._cut_logged = True
+            log.warning(
+                "%d document(s) longer than predict.max_doc_chars=%d characters: each is cut to "
+                "its first %d characters (logged once per run)",
+                n_long, cap, cap,
+            )  # fmt: skip
+        return capped if n_long else texts
 
     def top_labels(self, scores: sp.csr_matrix) -> list[list[tuple[str, float]]]:
         """Each row of a prediction as ``[(label, score), ...]``, best first."""

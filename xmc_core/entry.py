@@ -1,0 +1,93 @@
+"""One error path for every command line (``xmc``, ``python -m flows.*``).
+
+Expected failures (bad input, a full disk, a file this user may not read, a read-only folder, an
+invalid configuration) become ``error: <what> (<path>)`` and ``  fix: <what to do>`` on stderr and
+exit status 2, with no traceback. Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from xmc_core.errors import XmcError
+
+EXIT_ERROR = 2
+"""Exit status of a command that failed on an expected error."""
+
+_OS_ERRORS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: (
+        "no space left on the device",
+        "free space on that disk, or write the output to another one",
+    ),
+    errno.EDQUOT: (
+        "disk quota exceeded",
+        "free space within your quota, or write the output to another disk",
+    ),
+    errno.EACCES: (
+        "permission denied",
+        "give this user access to it (chmod/chown), or run as a user who has it",
+    ),
+    errno.EPERM: (
+        "operation not permitted",
+        "give this user access to it (chmod/chown), or run as a user who has it",
+    ),
+    errno.EROFS: (
+        "read-only file system",
+        "write to a writable folder (another output path, or --set work_dir=...)",
+    ),
+}
+
+
+def _os_error_code(err: OSError) -> int | None:
+    """``err.errno``, or the code its message names (pyarrow raises OSError without errno)."""
+    if err.errno in _OS_ERRORS:
+        return err.errno
+    if err.errno is None:
+        text = str(err)
+        for code in _OS_ERRORS:
+            if os.strerror(code) in text:
+                return code
+    return None
+
+
+def error_text(err: BaseException, writing: Path | None = None) -> str | None:
+    """The message of an expected failure (``what``, then ``  fix: ...``), or None for a bug.
+
+    ``writing``: the output the command was writing, named when an OSError carries no path.
+    """
+    if isinstance(err, XmcError):
+        return str(err)
+    if isinstance(err, FileExistsError) and err.errno is None:
+        return str(err)  # atomic_dir: "<target> already exists (pass overwrite ...)"
+    if isinstance(err, ValidationError):
+        return f"invalid values:\n{err}\n  fix: correct the values named above"
+    if isinstance(err, OSError):
+        code = _os_error_code(err)
+        if code is None:
+            return None
+        what, fix = _OS_ERRORS[code]
+        path = err.filename or (f"while writing {writing}" if writing else None)
+        return f"{what} ({path})\n  fix: {fix}" if path else f"{what}: {err}\n  fix: {fix}"
+    return None
+
+
+def run_command(command: Callable[[], object], writing: Path | str | None = None) -> int:
+    """Run ``command``; return 0, or print the error of an expected failure and return 2.
+
+    Exceptions that are not expected failures propagate with their traceback (they are bugs).
+    """
+    try:
+        command()
+    except Exception as err:  # sorted into expected failures and bugs below
+        text = error_text(err, Path(writing) if writing else None)
+        if text is None:
+            raise
+        print(f"error: {text}", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
