@@ -63,6 +63,26 @@ def malformed_requests(text: str) -> list[Malformed]:
         Malformed("oversized_chunked", oversized, 413, chunked=True),
         Malformed("too_many_texts", json.dumps({"texts": [text] * (MAX_TEXTS + 1)}).encode(), 413),
         Malformed("whitespace_text", json.dumps({"texts": [" \n\t "]}).encode(), 422),
+        *hostile_requests(text),
+    ]
+
+
+def hostile_requests(text: str) -> list[Malformed]:
+    """Bodies that once got a 500 and a traceback: deep nesting, a 5000-digit integer, a lone
+    surrogate, ``dataframe_split`` columns that are not a list, params overriding the texts."""
+    valid = json.dumps(text).encode()
+    deep = b'{"texts": ' + b"[" * 3000 + b"]" * 3000 + b"}"
+    huge = b'{"texts": [' + valid + b'], "topk": ' + b"9" * 5000 + b"}"
+    split_number = {"dataframe_split": {"columns": 5, "data": [[text]]}}
+    split_object = {"dataframe_split": {"columns": {"text": 0}, "data": [[text]]}}
+    override = {"inputs": [text], "params": {"texts": 3}}
+    return [
+        Malformed("nested_3000_deep", deep, 400),
+        Malformed("integer_5000_digits", huge, 400),
+        Malformed("lone_surrogate", b'{"texts": [' + valid + b', "x\\ud800y"]}', 422),
+        Malformed("split_columns_a_number", json.dumps(split_number).encode(), 422),
+        Malformed("split_columns_an_object", json.dumps(split_object).encode(), 422),
+        Malformed("params_override_texts", json.dumps(override).encode(), 422),
     ]
 
 

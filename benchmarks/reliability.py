@@ -4,7 +4,8 @@ Usage, from the repository root, with the project venv::
 
     python benchmarks/reliability.py [--dataset ../shared/datasets/reuters21578-modapte]
         [--model MODEL_DIR] [--clients 50] [--seconds 60] [--batch 1] [--malformed-share 0.05]
-        [--pool 128] [--topk N] [--beam-size N] [--timeout 60] [--skip-suites]
+        [--pool 128] [--topk N] [--beam-size N] [--timeout 60] [--slow-clients 4]
+        [--read-timeout 5] [--skip-suites]
         [--work data/benchmarks/reliability] [--out benchmarks/results/reliability-<date>.json]
 
 1. **Serving under load.** Without ``--model``, ``--dataset`` (a ``lines`` source folder, or an
@@ -18,9 +19,15 @@ Usage, from the repository root, with the project venv::
    persistent connection each for ``--seconds``, sending ``POST /predict`` with ``--batch``
    texts; ``--malformed-share`` of the requests are malformed, in rotation (missing texts, texts
    not a list, topk a string, a body over 4 MiB with Content-Length and chunked, an empty and a
-   whitespace-only text, invalid JSON, 1001 texts). Malformed requests must get a 4xx; valid
-   ones a 200 whose predictions equal the references. Errors: any 5xx, connection error,
-   timeout, 4xx to a valid request, 2xx to a malformed one, or traceback in the server's log.
+   whitespace-only text, invalid JSON, 1001 texts, and the hostile ones: JSON nested 3000 deep,
+   a 5000-digit integer, a lone surrogate, ``dataframe_split`` columns a number or an object,
+   params overriding the texts). Malformed requests must get a 4xx; valid
+   ones a 200 whose predictions equal the references. Meanwhile ``--slow-clients`` threads
+   (``benchmarks/slow_clients.py``) open connection after connection sending a valid request's
+   head or body one byte every 0.25 s, slower than the server's ``--read-timeout`` (its
+   ``--header-timeout`` and ``--body-timeout``): each must be cut off (408 or closed), never
+   answered 2xx. Errors: any 5xx, connection error, timeout, 4xx to a valid request, 2xx to a
+   malformed one, a slow connection not cut off, or traceback in the server's log.
    Data lost: a 200 with a missing or different prediction. After the load, ``/health`` must
    answer and the first reference request must get the same answer again. The server's RSS and
    CPU time are sampled every 0.25 s; this process's CPU time is reported too (the clients must
@@ -57,6 +64,7 @@ from xml.etree import ElementTree
 
 import load_client  # benchmarks/ (the script's folder) is on sys.path
 import peers
+import slow_clients
 from served_model import (
     HOST,
     SAMPLE_S,
@@ -104,7 +112,7 @@ def references(port: int, plan: load_client.Plan, timeout: float) -> list[dict[s
 def serve_under_load(model: Path, texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Start the server, wait for ``/health``, run :func:`measure_load`; stop the server."""
     port, log = free_port(), args.work / "serve.log"
-    proc = start_server(model, port, log)
+    proc = start_server(model, port, log, args.read_timeout)
     out: dict[str, Any] = {"model": str(model), "port": port, "server_log": str(log)}
     monitor: Monitor | None = None
     try:
@@ -148,8 +156,12 @@ def measure_load(
         flush=True,
     )
     usage0, t_load = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    slow = slow_clients.start(
+        HOST, port, texts[0], args.slow_clients, args.read_timeout, args.seconds
+    )
     out["load"] = load_client.run_load(HOST, port, plan, args.clients, args.seconds, args.timeout)
     t_end, usage1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+    out["slow_clients"] = slow_clients.merge(*slow, args.read_timeout)
     time.sleep(2 * SAMPLE_S)
     out["after"] = after_checks(port, plan, args.timeout)
     out["server"] = monitor.between(t_load, t_end + SAMPLE_S)
@@ -242,12 +254,13 @@ def summary_rows(serving: dict[str, Any] | None, suites: dict[str, Any]) -> list
         for name, r in suites.get("suites", {}).items()
     ]
     if serving is not None:
-        load, after = serving["load"], serving["after"]
-        errors = load["errors"] + serving["server_log_findings"]["tracebacks"]
+        load, after, slow = serving["load"], serving["after"], serving["slow_clients"]
+        errors = load["errors"] + serving["server_log_findings"]["tracebacks"] + slow["errors"]
         errors += (not after["health_ok"]) + (not serving["server_alive_after"])
         lost = load["data_lost"] + (not after["same_answer"])
         served = load["valid_ok"] + load["malformed_rejected_4xx"]
-        rows.insert(0, ["serving under load", load["malformed_sent"], 0, served, errors, lost])
+        faults = slow["connections"]  # slow clients
+        rows.insert(0, ["serving under load", load["malformed_sent"], faults, served, errors, lost])
     total = ["total", *(sum(r[i] for r in rows) for i in range(1, 6))]
     return [*rows, total]
 
@@ -279,6 +292,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"({srv['cpu_percent_of_one_core']:.0f}% of one core); clients' CPU "
             f"{cl['cpu_s']:.1f} s ({cl['cpu_us_per_request']:.0f} us/request)",
             f"- malformed, by kind and status: {ld['malformed_by_kind_and_status']}",
+            slow_clients.summary_line(s["slow_clients"]),
             f"- after the load: health ok {s['after']['health_ok']}, same answer as before "
             f"{s['after']['same_answer']}; server log: {s['server_log_findings']}",
         ]
@@ -333,6 +347,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beam-size", type=int, help="sent in every valid request")
     p.add_argument("--timeout", type=float, default=60.0, help="socket timeout, seconds")
     p.add_argument("--startup-timeout", type=float, default=180.0)
+    p.add_argument("--slow-clients", type=int, default=4, help="byte-by-byte connections")
+    p.add_argument(
+        "--read-timeout", type=float, default=5.0,
+        help="the server's --header-timeout and --body-timeout, seconds",
+    )  # fmt: skip
     p.add_argument("--skip-suites", action="store_true")
     p.add_argument("--work", type=Path, default=REPO / "data" / "benchmarks" / "reliability")
     p.add_argument(
@@ -341,6 +360,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 <= args.malformed_share < 1 or min(args.clients, args.batch, args.pool) < 1:
         p.error("need 0 <= --malformed-share < 1 and --clients, --batch, --pool >= 1")
+    if args.slow_clients < 0 or not 0 < args.read_timeout <= 3600:
+        p.error("need --slow-clients >= 0 and 0 < --read-timeout <= 3600")
     return args
 
 

@@ -71,9 +71,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
-    """``xmc serve MODEL --port PORT`` on 127.0.0.1, output to ``log``."""
+def start_server(
+    model: Path, port: int, log: Path, read_timeout: float | None = None
+) -> subprocess.Popen:
+    """``xmc serve MODEL --port PORT`` on 127.0.0.1, output to ``log``; ``read_timeout``: its
+    ``--header-timeout`` and ``--body-timeout`` (None: the server's defaults)."""
     cmd = [*xmc_command(), "serve", str(model), "--host", HOST, "--port", str(port)]
+    if read_timeout is not None:
+        cmd += ["--header-timeout", str(read_timeout), "--body-timeout", str(read_timeout)]
     print("$", shlex.join(cmd), f"> {log}", flush=True)
     with open(log, "wb") as fh:
         return subprocess.Popen(cmd, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
@@ -116,13 +121,16 @@ def stop_server(proc: subprocess.Popen) -> int | None:
 
 
 def log_findings(log: Path) -> dict[str, int]:
-    """Tracebacks, ERROR lines and 5xx access-log lines in the server's output."""
+    """Tracebacks, ERROR lines, 5xx access-log lines, connections closed for reading too
+    slowly and connections over the limit, in the server's output."""
     text = log.read_text(errors="replace")
     return {
         "tracebacks": text.count("Traceback (most recent call last)"),
         "error_lines": len(re.findall(r"^ERROR", text, flags=re.M)),
         "access_5xx": len(re.findall(r'HTTP/1\.\d" 5\d\d', text)),
         "access_lines": len(re.findall(r'"(?:GET|POST) ', text)),
+        "slow_connections_closed": text.count("closing the connection of"),
+        "connections_over_limit": text.count("connection over the limit"),
     }
 
 
