@@ -63,8 +63,10 @@ def error_text(err: BaseException, writing: Path | None = None) -> str | None:
     """
     if isinstance(err, XmcError):
         return str(err)
-    if isinstance(err, FileExistsError) and err.errno is None:
-        return str(err)  # atomic_dir: "<target> already exists (pass overwrite ...)"
+    if isinstance(err, FileExistsError):  # atomic_dir: "<target> already exists (pass ...)"
+        if err.errno is None:
+            return str(err)
+        return f"already exists ({err.filename})\n  fix: remove it, or choose another path"
     if isinstance(err, ValidationError):
         return f"invalid values:\n{err}\n  fix: correct the values named above"
     if isinstance(err, OSError):

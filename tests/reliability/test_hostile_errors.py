@@ -256,3 +256,20 @@ def test_long_document_capped_and_logged_once(
     warnings = [r.getMessage() for r in caplog.records if "predict.max_doc_chars" in r.getMessage()]
     assert len(warnings) == 1 and "200" in warnings[0], warnings
     suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_error_text_sorts_expected_failures_from_bugs(suite_stats: SuiteStats) -> None:
+    from xmc_core.entry import error_text
+
+    arrow_style = OSError("Error writing bytes to file. Detail: No space left on device")
+    assert error_text(arrow_style, Path("out.parquet")) == (
+        "no space left on the device (while writing out.parquet)\n"
+        "  fix: free space on that disk, or write the output to another one"
+    )
+    denied = PermissionError(13, "Permission denied", "/m/meta.json")
+    assert error_text(denied).startswith("permission denied (/m/meta.json)\n  fix: ")
+    exists = FileExistsError("/m already exists (pass overwrite to replace it)")
+    assert error_text(exists) == str(exists)
+    assert error_text(FileNotFoundError(2, "No such file", "/x")) is None  # a bug: traceback
+    assert error_text(KeyError("x")) is None
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
