@@ -273,3 +273,16 @@ def test_error_text_sorts_expected_failures_from_bugs(suite_stats: SuiteStats) -
     assert error_text(FileNotFoundError(2, "No such file", "/x")) is None  # a bug: traceback
     assert error_text(KeyError("x")) is None
     suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_capped_lines_skip_the_rest_of_a_huge_line(suite_stats: SuiteStats) -> None:
+    import io
+
+    from xmc_core.predictions import iter_doc_lines
+
+    huge = "é" * 50 + "x" * 5000  # cut after 4 * 10 + 4 bytes: 22 whole "é" (2 bytes each)
+    data = f"short\n{huge}\r\nlast é\n".encode()
+    lines = list(iter_doc_lines(io.BytesIO(data), "docs.txt", max_chars=10))
+    assert lines == [(1, "short"), (2, "é" * 22), (3, "last é")]
+    assert list(iter_doc_lines(io.BytesIO(data), "docs.txt", None))[1] == (2, huge)
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
