@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import scipy.sparse as sp
 from xmc_core.atomic import atomic_dir, atomic_file, write_json
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.errors import InputError
+from xmc_core.errors import InputError, XmcError
 from xmc_core.metrics import format_metrics
 from xmc_core.pipeline import (
     evaluate_model,
@@ -114,8 +115,15 @@ def predict(
     model = XmcModel.load(model_dir)
     batches = _predictions(source, split, model, beam, topk)
     if str(output) == "-":
-        n = _write_records(sys.stdout.buffer, model, batches)
-        sys.stdout.buffer.flush()
+        try:
+            n = _write_records(sys.stdout.buffer, model, batches)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:  # e.g. `| head`: say so once, not again at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise XmcError(
+                "stdout: its reader stopped before every prediction was written\n"
+                "  fix: read the whole output, or write it to a file"
+            ) from None
         return n
     with atomic_file(output) as tmp, open(tmp, "wb") as fh:
         return _write_records(fh, model, batches)

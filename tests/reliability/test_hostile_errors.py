@@ -286,3 +286,21 @@ def test_capped_lines_skip_the_rest_of_a_huge_line(suite_stats: SuiteStats) -> N
     assert lines == [(1, "short"), (2, "é" * 22), (3, "last é")]
     assert list(iter_doc_lines(io.BytesIO(data), "docs.txt", None))[1] == (2, huge)
     suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_predict_stdout_reader_stops(suite_stats: SuiteStats, model_dir: Path) -> None:
+    """``xmc predict M - - | head -1``: far more output than a pipe holds, so the write fails."""
+    cmd = [sys.executable, "-m", "xmc_core.cli", "predict", str(model_dir), "-", "-"]
+    with subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(_words(5000).encode())  # ~1 MB of predictions, a pipe holds 64 KiB
+        proc.stdin.close()
+        assert json.loads(proc.stdout.readline())["doc_id"] == "line-1"
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        status = proc.wait(timeout=600)
+    done = subprocess.CompletedProcess(cmd, status, "", stderr)
+    assert_clear_error(done, "stdout: its reader stopped")
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
