@@ -145,6 +145,8 @@ STARTUP = [
     ("topk zero", ["--topk", "0"], None, "topk=0"),
     ("beam absurd", ["--beam-size", "1000000000"], None, "beam_size=1000000000"),
     ("port absurd", ["--port", "70000"], None, "port 70000"),
+    ("no header timeout", ["--header-timeout", "0"], None, "header timeout of 0.0 s"),
+    ("no connections", ["--max-connections", "0"], None, "max_connections=0"),
     ("public without token", ["--host", "0.0.0.0"], None, "--insecure-public"),
     ("public, token world-readable", ["--host", "0.0.0.0"], world_readable_token, "chmod 600"),
     ("empty token file", [], empty_token, "empty"),
