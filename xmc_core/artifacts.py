@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core import __version__
-from xmc_core.atomic import atomic_file, write_json
+from xmc_core.atomic import atomic_file, finish_interrupted_swap, write_json
 from xmc_core.errors import ArtifactError
 
 if TYPE_CHECKING:  # pyarrow is imported where strings are read or written: it costs ~40 MB
@@ -62,6 +62,7 @@ def write_meta(folder: Path, cls: str, fields: dict[str, Any]) -> None:
 def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, Any]:
     """Read and check ``meta.json``: class, format version and (optionally) file checksums."""
     folder = Path(folder)
+    finish_interrupted_swap(folder)
     path = folder / "meta.json"
     if not path.is_file():
         raise ArtifactError(path, "meta.json is missing", "the folder is not a saved xmc artifact")

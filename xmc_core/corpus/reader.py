@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from xmc_core.atomic import finish_interrupted_swap
 from xmc_core.corpus.schema import FORMAT_VERSION, LABELS_SCHEMA, SPLITS, Manifest, corpus_schema
 from xmc_core.errors import InputError
 
@@ -150,6 +151,7 @@ def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
 
 def _read_manifest(path: Path) -> Manifest:
     mpath = path / "manifest.json"
+    finish_interrupted_swap(path)
     if not path.is_dir():
         raise InputError(path, "dataset folder does not exist", "ingest one with `xmc ingest`")
     if not mpath.exists():

@@ -1,0 +1,421 @@
+"""Hostile writes: two writers of one destination, a SIGKILL in the middle of ``--overwrite``,
+and atomic writes aimed at links, devices, FIFOs and folders (``xmc_core.atomic``,
+``xmc_core.folder_swap``).
+
+Every case runs where the filesystem offers ``renameat2`` (ext4, tmpfs) and, through the
+``rename_mode`` fixture, where it does not (the portable fallback with its swap journal).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.conftest import SuiteStats
+from xmc_core import folder_swap
+from xmc_core.artifacts import read_meta, write_meta
+from xmc_core.atomic import atomic_dir, atomic_file, write_bytes, write_text
+from xmc_core.corpus import Corpus
+from xmc_core.errors import ArtifactError, XmcError
+
+pytestmark = pytest.mark.reliability
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = "hostile-writes"
+
+
+def held(suite_stats: SuiteStats) -> None:
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def hidden(parent: Path) -> list[str]:
+    """Hidden names (temporaries, locks, journals) left in ``parent``."""
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+def xmc(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "xmc_core.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+@pytest.fixture(params=["renameat2", "fallback"])
+def rename_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``fallback``: renameat2 fails as on a filesystem without it (EINVAL)."""
+    if request.param == "fallback":
+
+        def unsupported(src: Path, dst: Path, flags: int) -> None:
+            raise OSError(errno.EINVAL, "renameat2 flags not supported here")
+
+        monkeypatch.setattr(folder_swap, "_renameat2", unsupported)
+    return request.param
+
+
+# --- item 2: a second writer never replaces a folder it did not mean to --------------------
+
+
+@pytest.mark.parametrize("intruder", ["empty", "full"])
+def test_a_folder_that_appears_during_the_write_is_not_replaced(
+    tmp_path: Path, rename_mode: str, intruder: str, suite_stats: SuiteStats
+) -> None:
+    target = tmp_path / "ds"
+    with pytest.raises(FileExistsError) as excinfo, atomic_dir(target) as tmp:
+        (tmp / "mine.txt").write_text("mine")
+        target.mkdir()  # another program made the folder meanwhile
+        if intruder == "full":
+            (target / "theirs.txt").write_text("theirs")
+    assert str(target) in str(excinfo.value)
+    assert sorted(os.listdir(target)) == ([] if intruder == "empty" else ["theirs.txt"])
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_second_writer_fails_fast_while_the_first_writes(
+    tmp_path: Path, rename_mode: str, overwrite: bool, suite_stats: SuiteStats
+) -> None:
+    target = tmp_path / "model"
+    with atomic_dir(target, overwrite=True) as tmp:
+        (tmp / "first.txt").write_text("first")
+        with pytest.raises(XmcError) as excinfo, atomic_dir(target, overwrite=overwrite):
+            pytest.fail("the second writer entered while the first held the target")
+    message = str(excinfo.value)
+    assert str(target) in message and "another" in message and "fix:" in message
+    assert os.listdir(target) == ["first.txt"]
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+def test_a_waiting_writer_replaces_only_after_the_first_finished(
+    tmp_path: Path, rename_mode: str, suite_stats: SuiteStats
+) -> None:
+    target = tmp_path / "artifact"
+    entered, errors = threading.Event(), []
+
+    def second() -> None:
+        try:
+            with atomic_dir(target, overwrite=True, wait=True) as tmp:
+                entered.set()
+                assert (target / "v.txt").read_text() == "first"  # the first is complete
+                (tmp / "v.txt").write_text("second")
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    with atomic_dir(target) as tmp:
+        (tmp / "v.txt").write_text("first")
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert not entered.wait(0.3), "the waiting writer entered while the first held it"
+    thread.join(60)
+    assert not thread.is_alive() and errors == []
+    assert (target / "v.txt").read_text() == "second"
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+def test_two_ingests_into_one_destination_the_second_exits_2(
+    tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for split in ("train", "test"):
+        (src / f"{split}_texts.txt").write_text("first doc\nsecond doc\n")
+        (src / f"{split}_labels.txt").write_text("a,b\nb\n")
+    dest = tmp_path / "ds"
+    holder = (  # the first writer: holds the destination until told to finish
+        "import sys\nfrom xmc_core.atomic import atomic_dir\n"
+        "with atomic_dir(sys.argv[1], overwrite=True) as tmp:\n"
+        "    (tmp / 'first.txt').write_text('first')\n"
+        "    print('ready', flush=True)\n"
+        "    sys.stdin.readline()\n"
+    )
+    first = subprocess.Popen(
+        [sys.executable, "-c", holder, str(dest)], cwd=ROOT, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None and first.stdout.readline() == "ready\n"
+        for extra in ([], ["--overwrite"]):
+            out = xmc("ingest", "lines", str(src), str(dest), *extra)
+            assert out.returncode == 2, out.stderr
+            assert out.stderr.startswith("error: ") and str(dest) in out.stderr
+            assert "another" in out.stderr and "Traceback" not in out.stderr
+    finally:
+        first.communicate("go\n", timeout=60)
+    assert first.returncode == 0
+    assert os.listdir(dest) == ["first.txt"]
+    assert xmc("ingest", "lines", str(src), str(dest), "--overwrite").returncode == 0
+    assert Corpus(dest).manifest.splits["train"].rows == 2
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(
+    tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    target = tmp_path / "key"
+    (tmp_path / ".key.abcd1234.tmp").mkdir()  # a killed writer's temporary
+    (tmp_path / ".key.abcd1234.tmp" / "X.npz").write_bytes(b"half")
+    (tmp_path / ".key.lock").write_text("")  # its lock file, no longer held
+    (tmp_path / ".key.efgh5678.dead").mkdir()  # a removal cut short
+    (tmp_path / ".key2.abcd1234.tmp").mkdir()  # another target's: left alone
+    with atomic_dir(target) as tmp:
+        (tmp / "X.npz").write_bytes(b"whole")
+    assert (target / "X.npz").read_bytes() == b"whole"
+    assert hidden(tmp_path) == [".key2.abcd1234.tmp"]
+    held(suite_stats)
+
+
+# --- item 3: --overwrite leaves the old or the new folder, or a swap the next open repairs --
+
+KILLER = """
+import errno, os, signal, sys
+from pathlib import Path
+from xmc_core import folder_swap
+from xmc_core.artifacts import write_meta
+from xmc_core.atomic import atomic_dir
+
+mode, at, target = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+native, rename = folder_swap._renameat2, os.rename
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def renameat2(src, dst, flags):
+    if mode == "fallback":
+        raise OSError(errno.EINVAL, "not supported here")
+    if at == "before":
+        die()
+    native(src, dst, flags)
+    if at == "after":
+        die()
+
+def os_rename(src, dst):  # the fallback's two renames: die once the old folder moved away
+    rename(src, dst)
+    if Path(src) == target:
+        die()
+
+folder_swap._renameat2, os.rename = renameat2, os_rename
+with atomic_dir(target, overwrite=True) as tmp:
+    (tmp / "v.txt").write_text("new")
+    write_meta(tmp, "Thing", {})
+"""
+
+
+def old_folder(target: Path) -> None:
+    target.mkdir(parents=True)
+    (target / "v.txt").write_text("old")
+    write_meta(target, "Thing", {})
+
+
+@pytest.mark.parametrize(
+    ("mode", "at", "expect"),
+    [("native", "before", "old"), ("native", "after", "new"), ("fallback", "between", "new")],
+)
+@pytest.mark.parametrize("repair", ["open", "rerun"])
+def test_a_sigkill_during_overwrite_leaves_old_or_new(
+    tmp_path: Path, mode: str, at: str, expect: str, repair: str, suite_stats: SuiteStats
+) -> None:
+    target = tmp_path / "model"
+    old_folder(target)
+    proc = subprocess.run([sys.executable, "-c", KILLER, mode, at, str(target)], cwd=ROOT)
+    assert proc.returncode == -signal.SIGKILL
+    if mode == "native":  # renameat2: the path held a whole folder all along
+        assert (target / "v.txt").read_text() == expect
+    if repair == "open":
+        read_meta(target, "Thing")  # a load finishes a half-done swap
+        assert (target / "v.txt").read_text() == expect
+        assert ".model.swap" not in hidden(tmp_path)
+    with atomic_dir(target, overwrite=True) as tmp:  # a rerun repairs before it writes
+        assert (target / "v.txt").read_text() == expect
+        (tmp / "v.txt").write_text("rerun")
+    assert (target / "v.txt").read_text() == "rerun"
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+def test_a_dataset_open_finishes_an_interrupted_swap(
+    tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    """The state a kill between the fallback's two renames leaves, made by hand."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for split in ("train", "test"):
+        (src / f"{split}_texts.txt").write_text("one\n")
+        (src / f"{split}_labels.txt").write_text("a\n")
+    store = tmp_path / "store"
+    store.mkdir()
+    assert xmc("ingest", "lines", str(src), str(store / "ds")).returncode == 0
+    os.rename(store / "ds", store / ".ds.new12345.tmp")
+    journal = {"new": ".ds.new12345.tmp", "old": ".ds.old12345.tmp"}
+    (store / ".ds.swap").write_text(json.dumps(journal))
+    assert Corpus(store / "ds").manifest.splits["train"].rows == 1
+    assert hidden(store) == []
+    held(suite_stats)
+
+
+def test_an_unreadable_swap_journal_is_reported(tmp_path: Path, suite_stats: SuiteStats) -> None:
+    (tmp_path / ".model.swap").write_text("{not json")
+    with pytest.raises(ArtifactError) as excinfo:
+        read_meta(tmp_path / "model", "Thing")
+    message = str(excinfo.value)
+    assert str(tmp_path / ".model.swap") in message and "fix:" in message
+    assert (tmp_path / ".model.swap").read_text() == "{not json"  # kept for the person to read
+    held(suite_stats)
+
+
+# --- item 7: atomic writes never rename over links, devices, FIFOs or folders ----------------
+
+
+def test_a_symlink_keeps_pointing_at_the_file_it_names(
+    tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    real = tmp_path / "data" / "out.jsonl"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link, dangling = tmp_path / "out.jsonl", tmp_path / "later.jsonl"
+    link.symlink_to(real)
+    dangling.symlink_to(tmp_path / "data" / "later-real.jsonl")
+    write_text(link, "new\n")
+    write_text(dangling, "later\n")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "new\n"
+    assert (
+        dangling.is_symlink() and (tmp_path / "data" / "later-real.jsonl").read_text() == "later\n"
+    )
+    assert hidden(tmp_path) == [] and hidden(real.parent) == []
+    held(suite_stats)
+
+
+def test_a_character_device_is_written_into_not_replaced(
+    tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a twin of /dev/null
+    except PermissionError as err:  # pragma: no cover - depends on the machine
+        pytest.skip(f"cannot create a device node here: {err}")
+    write_bytes(null, b"discarded\n")
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+def test_a_fifo_receives_the_bytes_and_stays_a_fifo(
+    tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_bytes(fifo, b"line 1\nline 2\n")
+    reader.join(60)
+    assert got == [b"line 1\nline 2\n"]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+STDOUT_WRITER = """
+import sys
+from xmc_core.atomic import atomic_file
+with atomic_file(sys.argv[1]) as tmp, open(tmp, "w") as fh:
+    fh.write("record 1\\nrecord 2\\n")
+print("wrote 2 records")
+"""
+
+
+@pytest.mark.parametrize("stdout", ["pipe", "file"])
+def test_a_link_to_stdout_streams_into_it(
+    tmp_path: Path, stdout: str, suite_stats: SuiteStats
+) -> None:
+    """``/dev/stdout`` is a link to ``/proc/self/fd/1``: a link of ours to the same place, so a
+    broken run replaces only our link, never the system's."""
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    cmd = [sys.executable, "-c", STDOUT_WRITER, str(link)]
+    if stdout == "pipe":
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+    else:
+        with open(tmp_path / "captured.txt", "w") as fh:
+            subprocess.run(cmd, cwd=ROOT, stdout=fh, timeout=120)
+        out = (tmp_path / "captured.txt").read_text()
+    assert out == "record 1\nrecord 2\nwrote 2 records\n"
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+def test_a_folder_is_never_an_atomic_file_target(tmp_path: Path, suite_stats: SuiteStats) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("keep")
+    with pytest.raises(XmcError) as excinfo, atomic_file(folder) as tmp:
+        tmp.write_text("x")
+    assert str(folder) in str(excinfo.value) and "folder" in str(excinfo.value)
+    assert (folder / "keep.txt").read_text() == "keep"
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+@pytest.mark.parametrize("what", ["symlink", "file"])
+def test_atomic_dir_refuses_a_link_or_a_file(
+    tmp_path: Path, rename_mode: str, what: str, suite_stats: SuiteStats
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "keep.txt").write_text("keep")
+    target = tmp_path / "model"
+    if what == "symlink":
+        target.symlink_to(real)
+    else:
+        target.write_text("a file")
+    with pytest.raises(XmcError) as excinfo, atomic_dir(target, overwrite=True) as tmp:
+        (tmp / "v.txt").write_text("new")
+    assert str(target) in str(excinfo.value)
+    assert target.is_symlink() if what == "symlink" else target.read_text() == "a file"
+    assert (real / "keep.txt").read_text() == "keep"
+    assert hidden(tmp_path) == []
+    held(suite_stats)
+
+
+@pytest.fixture(params=["disk", "tmpfs"])
+def fs_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A folder on the test disk (ext4 here and in CI) or on a fresh tmpfs mount."""
+    if request.param == "disk":
+        yield tmp_path
+        return
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)])
+    if mount.returncode != 0:  # pragma: no cover - depends on the machine
+        pytest.skip("mounting a tmpfs was refused here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_renameat2_swaps_and_refuses_on_this_filesystem(fs_dir: Path) -> None:
+    """The native path really runs here: not the fallback behind the tests' backs."""
+    tmp_path = fs_dir
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "in-a").write_text("a")
+    folder_swap._renameat2(a, b, folder_swap.RENAME_EXCHANGE)
+    assert os.listdir(b) == ["in-a"] and os.listdir(a) == []
+    with pytest.raises(FileExistsError):
+        folder_swap._renameat2(a, b, folder_swap.RENAME_NOREPLACE)
+    folder_swap._renameat2(a, tmp_path / "c", folder_swap.RENAME_NOREPLACE)
+    assert sorted(os.listdir(tmp_path)) == ["b", "c"]
