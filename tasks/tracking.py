@@ -163,6 +163,18 @@ def tracking_uri_scope(uri: str) -> Iterator[str]:
             os.environ["MLFLOW_TRACKING_URI"] = previous_env
 
 
+def tracking_client(uri: str) -> Any:
+    """An ``MlflowClient`` for tracking and registry at ``uri``, once the store's schema exists:
+    processes opening a brand-new SQLite store at once would race on creating its tables, so
+    they are created first, by one process at a time (``registry_store.ensure_schema``)."""
+    from mlflow import MlflowClient
+
+    from xmc_core.serving.registry_store import ensure_schema
+
+    ensure_schema(uri)
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
 def experiment_id(client: Any, name: str, tracking_uri: str) -> str:
     """Id of experiment ``name``, created if missing (restored if deleted). With a SQLite
     store its artifacts go to ``artifacts/`` beside the database, not ``./mlruns``."""
@@ -273,6 +285,8 @@ def log_training_run(
     from mlflow.entities import Metric, Param
 
     from xmc_core.serving.package import log_model
+    from xmc_core.serving.reconcile import reconcile
+    from xmc_core.serving.registry_store import PROCESS_TAG, process_identity
 
     log = get_run_logger()
     uri = cfg.tracking_uri()
@@ -283,10 +297,14 @@ def log_training_run(
     summary = read_json(diagnostics / "diagnostics.json")
     now = int(time.time() * 1000)
     with tracking_uri_scope(uri):
-        client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
+        client = tracking_client(uri)
         exp = experiment_id(client, cfg.tracking.experiment, uri)
+        if cfg.registry.enabled:
+            for note in reconcile(cfg, [exp]):
+                log.warning("registry reconciled: %s", note)
         name = cfg.tracking.run_name or _default_run_name(cfg)
-        with mlflow.start_run(experiment_id=exp, run_name=name, tags=run_tags(cfg, outputs)) as run:
+        tags = run_tags(cfg, outputs) | {PROCESS_TAG: process_identity()}
+        with mlflow.start_run(experiment_id=exp, run_name=name, tags=tags) as run:
             run_id = run.info.run_id
             client.log_batch(
                 run_id,
@@ -304,7 +322,9 @@ def log_training_run(
             if (diagnostics / "plots").is_dir():
                 client.log_artifacts(run_id, str(diagnostics / "plots"), "plots")
             registered = cfg.registry.model_name if cfg.registry.enabled else None
-            info = log_model(Path(outputs["model"]), cfg, registered_model_name=registered)
+            info = log_model(
+                Path(outputs["model"]), cfg, registered_model_name=registered, reuse_identical=True
+            )
             artifact_uri = run.info.artifact_uri
     version = info.registered_model_version
     result = {

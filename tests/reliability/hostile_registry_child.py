@@ -62,13 +62,11 @@ def promote(args: dict[str, Any]) -> dict[str, Any]:
 
 def open_fresh_store(uri: str, barrier: Any, results: Any) -> None:
     """Wait for the other process, then open the tracking store as a training run does."""
-    import mlflow
-
-    from tasks.tracking import experiment_id
+    from tasks.tracking import experiment_id, tracking_client
 
     barrier.wait(timeout=300)
     try:
-        results.put(("ok", experiment_id(mlflow.MlflowClient(uri, uri), "race", uri)))
+        results.put(("ok", experiment_id(tracking_client(uri), "race", uri)))
     except Exception as err:  # reported by the test
         results.put(("error", f"{type(err).__name__}: {err}"[:300]))
 

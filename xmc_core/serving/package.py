@@ -9,6 +9,7 @@ requirements taken from the running environment (no dependency inference, no net
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from importlib import metadata
@@ -23,7 +24,14 @@ from mlflow.types.schema import Array, ColSpec, DataType, ParamSchema, ParamSpec
 import xmc_core
 from xmc_core.artifacts import read_meta
 from xmc_core.config import PredictConfig, XmcConfig
+from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
+from xmc_core.serving.registry_store import (
+    PROCESS_TAG,
+    filter_value,
+    process_identity,
+    registry_lock,
+)
 from xmc_core.serving.resolve import MODEL_CLASS, find_model_folder
 
 MODEL_NAME = "model"
@@ -32,6 +40,9 @@ ENTRY_FILE = Path(__file__).with_name("pyfunc_entry.py")
 CORE_REQUIREMENTS = ("mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic", "pyyaml", "numba")
 TRANSFORMER_REQUIREMENTS = ("torch", "transformers", "tokenizers", "safetensors")
 _CODE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
+FINGERPRINT_TAG = "xmc.model_fingerprint"
+"""Version tag: :func:`model_fingerprint` of the model it holds."""
+log = logging.getLogger(__name__)
 INPUT_EXAMPLE = pd.DataFrame({TEXT_COLUMN: ["an example document to label"]})
 
 
@@ -74,10 +85,16 @@ def model_predict_config(model_dir: Path) -> PredictConfig:
 
 
 def log_model(
-    model_dir: Path, cfg: XmcConfig, registered_model_name: str | None = None
+    model_dir: Path,
+    cfg: XmcConfig,
+    registered_model_name: str | None = None,
+    reuse_identical: bool = False,
 ) -> ModelInfo:
     """Log ``model_dir`` (an ``XmcModel`` folder) as pyfunc model ``model`` of the active run;
-    register it as a new version of ``registered_model_name`` when given.
+    when ``registered_model_name`` is given, register it as a version of that model, tagged
+    with its fingerprint and this process (:func:`register_version`). ``reuse_identical``:
+    when a version holds an identical model already, take that version instead of a new one
+    (what a training run does, so that an identical retrain adds no version).
 
     ``cfg`` is the run's configuration; its fingerprint is kept in the model's metadata.
     """
@@ -87,7 +104,7 @@ def log_model(
     with tempfile.TemporaryDirectory(prefix="xmc-code-") as tmp:
         code = Path(tmp) / "xmc_core"
         shutil.copytree(Path(xmc_core.__file__).parent, code, ignore=_CODE_IGNORE)
-        return mlflow.pyfunc.log_model(
+        info = mlflow.pyfunc.log_model(
             name=MODEL_NAME,
             python_model=str(ENTRY_FILE),
             artifacts={ARTIFACT_KEY: str(folder)},
@@ -95,7 +112,6 @@ def log_model(
             signature=model_signature(model_predict_config(folder)),
             input_example=INPUT_EXAMPLE,
             pip_requirements=pip_requirements(kind),
-            registered_model_name=registered_model_name,
             metadata={
                 "xmc_kind": kind,
                 "xmc_version": xmc_core.__version__,
@@ -103,3 +119,42 @@ def log_model(
                 "config_fingerprint": cfg.fingerprint(),
             },
         )
+    if registered_model_name is not None:
+        info.registered_model_version = register_version(
+            info, folder, cfg, registered_model_name, reuse_identical
+        )
+    return info
+
+
+def model_fingerprint(folder: Path) -> str:
+    """What makes two logged models identical: the ``XmcModel`` folder's ``meta.json`` (which
+    holds the checksum of every file) and the ``xmc_core`` code shipped with it."""
+    return combine(path_fingerprint(folder), code_fingerprint())
+
+
+def register_version(
+    info: ModelInfo, folder: Path, cfg: XmcConfig, name: str, reuse_identical: bool
+) -> int:
+    """A version of ``name`` for the logged model ``info`` (of the ``XmcModel`` folder
+    ``folder``): with ``reuse_identical``, the newest version whose ``xmc.model_fingerprint``
+    tag matches; else a new version, created with that tag and ``xmc.process`` (who registered
+    it, see ``serving.reconcile``) in the same call.
+
+    Uses MLflow's current tracking and registry URIs (those of the active run); the look-up and
+    the registration run under the registry lock of ``name``."""
+    fingerprint = model_fingerprint(folder)
+    registry = cfg.registry.model_copy(update={"model_name": name})
+    with registry_lock(cfg.model_copy(update={"registry": registry})):
+        if reuse_identical and (same := _identical_version(name, fingerprint)) is not None:
+            log.info("model %s is version %d of %s already: no new version", folder, same, name)
+            return same
+        tags = {FINGERPRINT_TAG: fingerprint, PROCESS_TAG: process_identity()}
+        return int(mlflow.register_model(info.model_uri, name, tags=tags).version)
+
+
+def _identical_version(name: str, fingerprint: str) -> int | None:
+    """The newest version of ``name`` tagged with ``fingerprint`` (None: none)."""
+    quoted = filter_value(name)
+    found = mlflow.MlflowClient().search_model_versions(f"name = {quoted}") if quoted else []
+    same = [int(v.version) for v in found if v.tags.get(FINGERPRINT_TAG) == fingerprint]
+    return max(same, default=None)

@@ -30,6 +30,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
 from xmc_core.fingerprint import code_fingerprint
+from xmc_core.serving.reconcile import reconcile_locked
 from xmc_core.serving.registry_store import (
     HISTORY_TAG,
     PROMOTION_TAG,
@@ -122,10 +123,12 @@ def promote_gated(cfg: XmcConfig, version: str, dataset: Path) -> Decision:
 
 
 def promote_version(cfg: XmcConfig, version: str) -> Decision:
-    """Give the alias to ``version`` without a gate (``xmc promote``)."""
+    """Give the alias to ``version`` without a gate (``xmc promote``), after reconciling what
+    a killed run left half done (``serving.reconcile``)."""
     store = RegistryStore(cfg)
     version = store.require_version(version)
     with registry_lock(cfg):
+        reconcile_locked(store)
         for _ in range(_CAS_ATTEMPTS):
             holder = store.holder()
             if holder == version:

@@ -1,0 +1,133 @@
+"""Put the registry back in a consistent state after a run was killed half-way.
+
+A SIGKILL can stop a training run between the registration of a version and its promotion (a
+version with no decision, its MLflow run left RUNNING for ever), or a promotion right after the
+alias moved (the new holder still tagged with an older decision such as ``rejected``).
+:func:`reconcile` runs at the start of every registering run and of ``xmc promote``; under the
+registry lock it
+
+- closes the runs stuck RUNNING whose process is gone (run tag ``xmc.process``, see
+  ``registry_store.process_identity``): status KILLED and a tag ``xmc.reconciled`` saying why;
+- tags every version that has no decision and whose registering process is gone
+  ``xmc.promotion.decision = abandoned``, with the reason (a version registered without
+  ``xmc.process``, by hand or by an older xmc, counts as gone once its run has ended);
+- makes the alias holder's decision ``promoted`` when it says anything else.
+
+A process of another host cannot be checked: its runs and versions are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from xmc_core.config import XmcConfig
+from xmc_core.serving.registry_store import (
+    PROCESS_TAG,
+    PROMOTION_TAG,
+    RegistryStore,
+    process_gone,
+    registry_lock,
+)
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+    from mlflow.entities.model_registry import ModelVersion
+
+RECONCILED_TAG = "xmc.reconciled"
+"""Run tag written when a stuck run is closed: why, and when."""
+DECISION_TAG = PROMOTION_TAG + "decision"
+log = logging.getLogger(__name__)
+
+
+def reconcile(cfg: XmcConfig, experiment_ids: Iterable[str] = ()) -> list[str]:
+    """Reconcile ``registry.model_name`` (and the stuck runs of ``experiment_ids``) under the
+    registry lock -> one line per repair made."""
+    store = RegistryStore(cfg)
+    with registry_lock(cfg):
+        return reconcile_locked(store, experiment_ids)
+
+
+def reconcile_locked(store: RegistryStore, experiment_ids: Iterable[str] = ()) -> list[str]:
+    """:func:`reconcile` for a caller that holds the registry lock already."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    versions = store.model_versions()
+    run_ids = sorted({str(v.run_id) for v in versions if v.run_id})
+    notes = close_stuck_runs(store.client, run_ids, list(experiment_ids), now)
+    holder = store.holder()
+    alias = f"{store.name}@{store.alias}"
+    for version in versions:
+        number, decision = str(version.version), version.tags.get(DECISION_TAG)
+        if number == holder and decision != "promoted":
+            reason = (
+                f"holds {alias} but was tagged {decision or 'no decision'}: the run that moved "
+                f"the alias stopped before recording it (reconciled {now})"
+            )
+            notes.append(_decide(store, number, "promoted", reason, now))
+        elif number != holder and decision is None and _registrar_gone(store.client, version):
+            reason = (
+                "registered by a run that stopped before its promotion (its process is gone); "
+                f"not evaluated (reconciled {now})"
+            )
+            notes.append(_decide(store, number, "abandoned", reason, now))
+    for note in notes:
+        log.warning("registry reconciled: %s", note)
+    return notes
+
+
+def close_stuck_runs(
+    client: MlflowClient, run_ids: Iterable[str], experiment_ids: list[str], now: str
+) -> list[str]:
+    """Mark KILLED the runs among ``run_ids`` and the RUNNING runs of ``experiment_ids`` whose
+    process (tag ``xmc.process``) is gone; runs without that tag are left alone."""
+    from mlflow.exceptions import MlflowException
+
+    runs: dict[str, Run] = {}
+    if experiment_ids:
+        for run in client.search_runs(experiment_ids, "attributes.status = 'RUNNING'"):
+            runs[run.info.run_id] = run
+    for run_id in run_ids:
+        if run_id not in runs:
+            try:
+                runs[run_id] = client.get_run(run_id)
+            except MlflowException:
+                continue  # the run was deleted: nothing to close
+    notes = []
+    for run_id, run in sorted(runs.items()):
+        identity = run.data.tags.get(PROCESS_TAG)
+        if run.info.status != "RUNNING" or not identity or not process_gone(identity):
+            continue
+        why = f"closed as KILLED {now}: its process {identity} ended without closing it"
+        client.set_tag(run_id, RECONCILED_TAG, why)
+        client.set_terminated(run_id, "KILLED")
+        notes.append(f"run {run_id} {why}")
+    return notes
+
+
+def _registrar_gone(client: MlflowClient, version: ModelVersion) -> bool:
+    """Whether the process that registered ``version`` has ended (see the module doc)."""
+    from mlflow.exceptions import MlflowException
+
+    identity = version.tags.get(PROCESS_TAG)
+    if identity:
+        return process_gone(identity)
+    if not version.run_id:
+        return True
+    try:
+        run = client.get_run(version.run_id)
+    except MlflowException:
+        return True
+    if run.info.status != "RUNNING":
+        return True
+    run_identity = run.data.tags.get(PROCESS_TAG)
+    return bool(run_identity) and process_gone(run_identity)
+
+
+def _decide(store: RegistryStore, version: str, decision: str, reason: str, now: str) -> str:
+    tags = {"decision": decision, "kind": "reconciled", "reason": reason, "at": now}
+    for key, value in tags.items():
+        store.client.set_model_version_tag(store.name, version, PROMOTION_TAG + key, value)
+    return f"version {version} of {store.name}: {decision} ({reason})"
