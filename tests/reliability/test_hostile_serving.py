@@ -290,16 +290,40 @@ def test_connections_over_the_limit_get_503_and_the_others_keep_working(
     limits = Limits(header_timeout_s=20.0, body_timeout_s=20.0, max_connections=3)
     with running(create_app(tiny_model), limits) as port:
         held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3)]
-        time.sleep(0.3)  # the server has accepted the three
+        for sock in held:  # each one answered, so each one accepted and still open
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(sock).startswith(b"HTTP/1.1 200 ")
         status, text = request(port, "GET", "/health")
         assert status == 503, text
-        for sock in held:  # the established connections are served
+        for sock in held:  # the established connections are still served
             sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert read_all(sock).startswith(b"HTTP/1.1 200 ")
             sock.close()
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10  # until the server has seen the closes
+        while request(port, "GET", "/health")[0] != 200:
+            assert time.monotonic() < deadline, "still 503 after the connections closed"
+            time.sleep(0.1)
         assert answers_equal(port, tiny_model, sample_texts[:2])
     suite_stats.add(SUITE, faults=1, tried=1, held=1, lost=0)
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One response with a Content-Length, leaving the connection open."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "closed inside the head"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(next(
+        line.split(b":", 1)[1] for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    ))  # fmt: skip
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "closed inside the body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 BAD_AUTH = {
