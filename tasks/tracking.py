@@ -195,6 +195,17 @@ def experiment_id(client: Any, name: str, tracking_uri: str) -> str:
     return found.experiment_id
 
 
+def reconcile_before_run(cfg: XmcConfig, client: Any, experiment: str) -> list[str]:
+    """Repair what an earlier run killed half-way left (one line per repair): with the registry
+    on, ``xmc_core.serving.reconcile`` (stuck runs, undecided versions, the alias holder's
+    decision); else only the runs of ``experiment`` stuck RUNNING by a process that is gone."""
+    from xmc_core.serving.reconcile import close_stuck_runs, reconcile
+
+    if cfg.registry.enabled:
+        return reconcile(cfg, [experiment])
+    return close_stuck_runs(client, [], [experiment], datetime.now(UTC).isoformat())
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///PATH`` URI (None for other stores)."""
     if not uri.startswith("sqlite:///"):
@@ -285,7 +296,6 @@ def log_training_run(
     from mlflow.entities import Metric, Param
 
     from xmc_core.serving.package import log_model
-    from xmc_core.serving.reconcile import reconcile
     from xmc_core.serving.registry_store import PROCESS_TAG, process_identity
 
     log = get_run_logger()
@@ -299,9 +309,8 @@ def log_training_run(
     with tracking_uri_scope(uri):
         client = tracking_client(uri)
         exp = experiment_id(client, cfg.tracking.experiment, uri)
-        if cfg.registry.enabled:
-            for note in reconcile(cfg, [exp]):
-                log.warning("registry reconciled: %s", note)
+        for note in reconcile_before_run(cfg, client, exp):
+            log.warning("reconciled: %s", note)
         name = cfg.tracking.run_name or _default_run_name(cfg)
         tags = run_tags(cfg, outputs) | {PROCESS_TAG: process_identity()}
         with mlflow.start_run(experiment_id=exp, run_name=name, tags=tags) as run:

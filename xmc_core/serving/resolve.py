@@ -9,6 +9,10 @@ holds one, e.g. a downloaded MLflow model) or an MLflow URI::
     runs:/RUN_ID/model      the model ``model`` logged by a run (else the run's artifact)
     any other URI that ``mlflow.artifacts.download_artifacts`` accepts
 
+``models:/`` and ``runs:/`` URIs are parsed with MLflow's own parsers and may name a path inside
+the model (``models:/NAME/3/artifacts``); a path that leaves it (``..``, also percent-encoded,
+an absolute path, a backslash) is refused, and names are quoted in MLflow search filters.
+
 Every lookup uses ``cfg.tracking_uri()`` for both tracking and registry, never MLflow's
 process-wide default (which would create ``./mlflow.db`` in the working directory).
 
@@ -16,6 +20,9 @@ URIs are downloaded once into ``<mlflow_dir>/serving-cache/<key>/`` (temporary f
 rename), where ``key`` hashes the tracking URI and the *resolved* version (name, number,
 source, run, creation time): an alias that moves to another version resolves to another key,
 so a stale copy is never served, and a registry that was recreated never matches an old copy.
+A cached copy is verified before use; a corrupt or incomplete one is moved to
+``serving-cache/quarantine/<key>-<time>-<pid>`` (with a ``.REASON.txt``, logged, never deleted)
+and downloaded again.
 """
 
 from __future__ import annotations
