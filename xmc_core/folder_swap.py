@@ -97,7 +97,7 @@ def lock(target: Path, wait: bool) -> int | None:
     """Lock ``.NAME.lock`` beside ``target``; its descriptor, or None if another holds it."""
     path = beside(target, "lock")
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
