@@ -351,3 +351,27 @@ def test_requests_without_the_token_get_401_and_health_stays_open(
         assert answers_equal(port, tiny_model, sample_texts[:2], good)
         assert answers_equal(port, tiny_model, sample_texts[:2], good.replace("Bearer", "bearer"))
     suite_stats.add(SUITE, tried=len(BAD_AUTH), held=len(BAD_AUTH), lost=0)
+
+
+BAD_HEADS = {
+    "length of 5000 digits": b"Content-Length: " + b"9" * 5000 + b"\r\n",
+    "length of 20 digits": b"Content-Length: 99999999999999999999\r\n",
+    "two lengths": b"Content-Length: 5\r\nContent-Length: 6\r\n",
+    "negative length": b"Content-Length: -5\r\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_HEADS))
+def test_absurd_content_lengths_get_4xx(
+    tiny_model: XmcModel,  # noqa: F811
+    sample_texts: list[str],  # noqa: F811
+    suite_stats,
+    kind: str,
+) -> None:
+    with running(create_app(tiny_model)) as port:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\n" + BAD_HEADS[kind] + b"\r\n")
+            answer = read_all(sock)
+        assert answer[:10] == b"HTTP/1.1 4" and int(answer[9:12]) in (400, 413), answer[:200]
+        assert answers_equal(port, tiny_model, sample_texts[:2])
+    suite_stats.add(SUITE, inputs=1, tried=1, held=1, lost=0)

@@ -159,7 +159,7 @@ def create_app(
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The request body, refused with 413 once it exceeds ``max_bytes``."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    if declared.isdigit() and int(declared) > max_bytes:  # h11 refuses over 20 digits
         raise RequestError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
     chunks, size = [], 0
     try:
