@@ -8,14 +8,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from prefect import Flow
 from prefect.settings import get_current_settings
 from prefect_dask import DaskTaskRunner
 
-from tasks.caching import results_root
+from tasks.cache_records import record_storage
 from xmc_core.config import DaskConfig, XmcConfig
 
 
@@ -33,10 +32,10 @@ def dask_runner(cfg: DaskConfig) -> DaskTaskRunner:
 
 
 def configured(flow: Flow[Any, Any], cfg: XmcConfig, use_dask: bool = True) -> Flow[Any, Any]:
-    """``flow`` with the configured task runner and result storage under ``cfg.work_dir``."""
-    storage = results_root(Path(cfg.work_dir).resolve())
-    storage.mkdir(parents=True, exist_ok=True)
-    options: dict[str, Any] = {"result_storage": storage}
+    """``flow`` with the configured task runner and result storage under ``cfg.work_dir``
+    (:class:`~tasks.cache_records.CacheRecords`: cache records are verified before Prefect
+    deserializes them)."""
+    options: dict[str, Any] = {"result_storage": record_storage(cfg.work_dir)}
     if use_dask:
         options["task_runner"] = dask_runner(cfg.dask)
     return flow.with_options(**options)

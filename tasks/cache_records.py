@@ -1,0 +1,177 @@
+"""Prefect's result storage for the stages' cache records, verified before Prefect reads them.
+
+Prefect deserializes a cache record with whatever serializer the record itself names: a
+``prefect-result.json`` rewritten to the pickle serializer (or to a JSON serializer naming its
+own decoder, or a JSON payload naming a class to build) would run code in the next flow run.
+:class:`CacheRecords` is the only way the flows let Prefect read a record, and it hands Prefect
+bytes it built itself, never the file's:
+
+* only ``<stage>/<key>/prefect-result.json`` under the artifacts folder is served (Prefect's
+  other results, e.g. a flow's return value, are written but never read back from here);
+* the file must be a regular file (not a link, FIFO or device) of at most
+  :data:`MAX_RECORD_BYTES`, parse as plain JSON (no hooks), name exactly Prefect's default JSON
+  serializer and no expiration (the rest of its metadata is not passed on);
+* its payload must be the path of the folder the record lies in: every cached task returns its
+  artifact folder, so the record is derivable from where it lies and needs no digest or key.
+
+Anything else raises :class:`RecordRejected`; Prefect takes that as a cache miss, the task runs,
+``produce`` reuses the finished artifact folder (or recomputes it if missing) and Prefect writes
+the record again, atomically here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+from pathlib import Path, PurePath
+from typing import Any
+from uuid import UUID
+
+from prefect import get_run_logger
+from prefect.exceptions import MissingContextError
+from prefect.filesystems import LocalFileSystem
+from prefect.results import ResultRecord, ResultRecordMetadata
+from prefect.serializers import JSONSerializer
+
+from tasks.caching import RESULT_FILE, results_root
+from xmc_core.atomic import write_bytes
+
+MAX_RECORD_BYTES = 64 * 1024
+"""A record holds one path (~600 bytes); anything much larger is not one of ours."""
+
+JSON_SERIALIZER = JSONSerializer().model_dump(mode="json")
+"""The only serializer a record may name: Prefect's JSON with its default hooks."""
+
+
+class RecordRejected(ValueError):
+    """A cache record that is not exactly what a stage writes (Prefect: a cache miss)."""
+
+    def __init__(self, path: Path, problem: str, missing: bool = False) -> None:
+        self.missing = missing
+        super().__init__(
+            f"{path}: cache record rejected ({problem}); the stage runs again and reuses its "
+            "artifact folder if finished"
+        )
+
+
+class CacheRecords(LocalFileSystem):
+    """Result storage rooted at ``<work_dir>/artifacts`` that serves only verified records."""
+
+    _block_type_name = "XMC Cache Records"
+    _block_type_slug = "xmc-cache-records"
+
+    def read_path(self, path: str, _sync: bool | None = None) -> bytes:
+        """A record Prefect may deserialize, rebuilt from the verified file at ``path``."""
+        try:
+            return verified_record(self._root(), path, self._block_document_id)
+        except RecordRejected as exc:
+            if not exc.missing:  # a plain cache miss is not worth a line
+                _logger().warning("%s", exc)
+            raise
+
+    async def aread_path(self, path: str) -> bytes:
+        return self.read_path(path)
+
+    def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:
+        """Write ``content`` atomically (Prefect's own write leaves a torn file on a crash)."""
+        target = self._resolve_path(path)
+        if target.exists() and not target.is_file():
+            raise ValueError(f"Path {target} already exists and is not a file.")
+        return str(write_bytes(target, content))
+
+    async def awrite_path(self, path: str, content: bytes) -> str:
+        return self.write_path(path, content)
+
+    def _root(self) -> Path:
+        if not self.basepath:
+            raise ValueError("CacheRecords needs a basepath (the artifacts folder)")
+        return Path(self.basepath).expanduser().resolve()
+
+
+def record_storage(work_dir: str | Path) -> CacheRecords:
+    """The result storage of a flow writing under ``work_dir`` (created if missing), saved as
+    block ``xmc-cache-records/cache-<hash of the folder>`` on the Prefect API: Prefect takes
+    only saved blocks as a flow's or task's result storage."""
+    root = results_root(Path(work_dir).resolve())
+    root.mkdir(parents=True, exist_ok=True)
+    storage = CacheRecords(basepath=str(root))
+    name = "cache-" + hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    storage.save(name, overwrite=True, _sync=True)
+    return storage
+
+
+def verified_record(root: Path, key: str, block_id: UUID | None = None) -> bytes:
+    """The record at ``key`` (``<stage>/<key>/prefect-result.json``, relative to the artifacts
+    folder ``root`` or absolute inside it) as bytes Prefect may read, or :class:`RecordRejected`.
+    ``block_id``: the saved storage block the rebuilt record names."""
+    path = _record_path(root, key)
+    record = _plain_json(path, _read_small_file(path))
+    folder = str(path.parent)
+    if record["result"] != folder:
+        raise RecordRejected(path, f"it names {record['result']!r}, not its own folder")
+    metadata = ResultRecordMetadata(
+        storage_key=str(path), serializer=JSONSerializer(), storage_block_id=block_id
+    )
+    return ResultRecord(metadata=metadata, result=folder).serialize()
+
+
+def _record_path(root: Path, key: str) -> Path:
+    given = PurePath(key)
+    full = Path(given) if given.is_absolute() else root / given
+    try:
+        parts = full.relative_to(root).parts
+    except ValueError:
+        raise RecordRejected(full, f"outside the artifacts folder {root}") from None
+    if len(parts) != 3 or parts[2] != RESULT_FILE or {".", ".."} & set(parts):
+        raise RecordRejected(full, f"not <stage>/<key>/{RESULT_FILE}")
+    return full
+
+
+def _read_small_file(path: Path) -> bytes:
+    """The bytes of a regular file, refusing links, FIFOs, devices and oversized files."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise RecordRejected(path, "no such file", missing=True) from None
+    except OSError as exc:
+        raise RecordRejected(path, f"cannot be opened as a plain file: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise RecordRejected(path, "not a regular file")
+        data = fh.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        raise RecordRejected(path, f"larger than {MAX_RECORD_BYTES} bytes")
+    return data
+
+
+def _plain_json(path: Path, data: bytes) -> dict[str, Any]:
+    """The record parsed with no hooks: serializer and payload checked, payload decoded."""
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        raise RecordRejected(path, "not whole JSON (torn or truncated?)") from None
+    metadata = record.get("metadata") if isinstance(record, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(record.get("result"), str):
+        raise RecordRejected(path, "not a Prefect result record")
+    serializer = metadata.get("serializer")
+    if serializer != JSON_SERIALIZER:
+        kind = serializer.get("type") if isinstance(serializer, dict) else serializer
+        raise RecordRejected(path, f"serializer {kind!r} is not Prefect's plain JSON")
+    if metadata.get("expiration") is not None:
+        raise RecordRejected(path, "it sets an expiration")
+    try:
+        record["result"] = json.loads(record["result"])
+    except ValueError:
+        raise RecordRejected(path, "its payload is not JSON") from None
+    return record
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter[Any]:
+    """The task run's logger (the Prefect UI shows it), else this module's."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)

@@ -1,0 +1,213 @@
+"""Hostile cache records: a ``prefect-result.json`` rewritten in ``work_dir`` never runs code.
+
+Prefect reads a task's cache record with whatever serializer the record names. Each case runs
+the featurize flow, rewrites the vocabulary stage's record where the run put it (a pickle that
+creates a marker file when loaded, a JSON record whose decoder is a function that creates it,
+a JSON record pointing at another folder, an unknown serializer, a truncated file), reruns
+the flow, and checks: no marker, the run succeeds with the same outputs, the finished artifact
+is reused (not recomputed, not replaced) and the record is rewritten whole.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+import pickle
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dask.distributed import LocalCluster
+from prefect.testing.utilities import prefect_test_harness
+
+from flows.featurize import featurize_pipeline
+from flows.runtime import configured, prefect_api
+from tasks.caching import RESULT_FILE
+from tests.flows.conftest import task_states
+from tests.reliability.conftest import SuiteStats
+from xmc_core.config import XmcConfig
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+
+pytestmark = pytest.mark.reliability
+
+SUITE = "hostile-cache"
+
+
+class TouchOnLoad:
+    """Unpickling it creates ``path``: the stand-in for arbitrary code."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return (pathlib.Path.touch, (pathlib.Path(self.path),))
+
+
+@dataclass
+class TouchOnInit:
+    """Building it creates ``path``: Prefect's JSON decoder builds any class a record names."""
+
+    path: str
+
+    def __post_init__(self) -> None:
+        pathlib.Path(self.path).touch()
+
+
+def touch_marker(obj: dict[str, Any]) -> dict[str, Any]:
+    """A JSON ``object_decoder`` a hostile record can name: creates the marker file."""
+    pathlib.Path(obj["marker"]).touch()
+    return obj
+
+
+def _json_serializer(**changes: Any) -> dict[str, Any]:
+    return {
+        "type": "json", "jsonlib": "json",
+        "object_encoder": "prefect.serializers.prefect_json_object_encoder",
+        "object_decoder": "prefect.serializers.prefect_json_object_decoder",
+        "dumps_kwargs": {}, "loads_kwargs": {}, **changes,
+    }  # fmt: skip
+
+
+def _record(serializer: dict[str, Any], result: str) -> bytes:
+    metadata = {"storage_key": None, "expiration": None, "serializer": serializer}
+    return json.dumps({"metadata": metadata, "result": result}).encode()
+
+
+def pickle_record(original: bytes, marker: Path, elsewhere: Path) -> bytes:
+    blob = base64.encodebytes(pickle.dumps(TouchOnLoad(marker))).decode()
+    return _record({"type": "pickle", "picklelib": "pickle"}, blob)
+
+
+def decoder_record(original: bytes, marker: Path, elsewhere: Path) -> bytes:
+    serializer = _json_serializer(object_decoder=f"{__name__}.touch_marker")
+    return _record(serializer, json.dumps({"marker": str(marker)}))
+
+
+def redirected_record(original: bytes, marker: Path, elsewhere: Path) -> bytes:
+    record = json.loads(original)
+    record["result"] = json.dumps(str(elsewhere))
+    return json.dumps(record).encode()
+
+
+def class_record(original: bytes, marker: Path, elsewhere: Path) -> bytes:
+    payload = {"__class__": f"{__name__}.TouchOnInit", "data": {"path": str(marker)}}
+    return _record(_json_serializer(), json.dumps(payload))
+
+
+def unknown_record(original: bytes, marker: Path, elsewhere: Path) -> bytes:
+    return _record({"type": "xmc-hostile", "code": "touch"}, json.dumps(str(elsewhere)))
+
+
+def truncated_record(original: bytes, marker: Path, elsewhere: Path) -> bytes:
+    return original[: len(original) // 2]
+
+
+DAMAGE = {
+    "pickle": pickle_record,
+    "json-decoder": decoder_record,
+    "json-redirected": redirected_record,
+    "json-class": class_record,
+    "unknown-serializer": unknown_record,
+    "truncated": truncated_record,
+}
+
+
+@pytest.fixture(scope="module")
+def prefect_server() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("corpus") / "synthetic"
+    spec = SyntheticSpec(
+        n_train=60, n_test=20, n_domains=2, topics_per_domain=2, labels_per_topic=3
+    )
+    write_synthetic_dataset(dest, spec, rows_per_group=100)
+    return dest
+
+
+def run(corpus: Path, work: Path, dask: str = "") -> tuple[dict[str, str], dict[str, str]]:
+    """Featurize ``corpus`` into ``work`` in this process, or on the Dask cluster ``dask``."""
+    cfg = XmcConfig.load(None, [f"work_dir={work}", f"dask.address={dask}"])
+    with prefect_api():
+        state = configured(featurize_pipeline, cfg, use_dask=bool(dask))(
+            str(corpus), cfg, return_state=True
+        )
+    assert state.is_completed(), state.message
+    return state.result(), task_states(state.state_details.flow_run_id)
+
+
+def test_the_pickle_payload_runs_code_when_prefect_loads_it(tmp_path: Path) -> None:
+    """The hostile record is live: Prefect's own reader would run it."""
+    from prefect._internal.result_records import ResultRecord
+
+    marker = tmp_path / "marker"
+    ResultRecord.deserialize(pickle_record(b"", marker, tmp_path))
+    assert marker.exists()
+
+
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_hostile_cache_record_runs_no_code_and_the_rerun_succeeds(
+    corpus: Path,
+    tmp_path: Path,
+    damage: str,
+    suite_stats: SuiteStats,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    work = tmp_path / "work"
+    first, _ = run(corpus, work)
+    folder = Path(first["vectorizer"])
+    record = folder / RESULT_FILE
+    meta_before = (folder / "meta.json").stat()
+    marker, elsewhere = tmp_path / "marker", Path(first["label_index"])
+    record.write_bytes(DAMAGE[damage](record.read_bytes(), marker, elsewhere))
+
+    second, states = run(corpus, work)
+
+    assert not marker.exists(), f"{damage}: the cache record ran code"
+    assert f"{record}: cache record rejected (" in caplog.text  # said so, naming the file
+    assert second == first  # not the redirected folder
+    assert states["fit-vocabulary"] == "Completed", states  # a cache miss, not Cached
+    assert states["label-index"] == "Cached", states  # untouched records still hit
+    meta_after = (folder / "meta.json").stat()
+    assert (meta_after.st_ino, meta_after.st_mtime_ns) == (
+        meta_before.st_ino,
+        meta_before.st_mtime_ns,
+    )  # the verified artifact was reused, not recomputed
+    rewritten = json.loads(record.read_text())
+    assert rewritten["metadata"]["serializer"] == _json_serializer()
+    assert json.loads(rewritten["result"]) == str(folder)
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_a_pickled_record_read_on_a_dask_worker_runs_no_code(
+    corpus: Path, tmp_path: Path, suite_stats: SuiteStats
+) -> None:
+    """The tasks run on Dask workers, which get the flow's result storage from Prefect."""
+    work, marker = tmp_path / "work", tmp_path / "marker"
+    # one cluster for the three runs: its workers start with PREFECT_API_URL set, and keep
+    # the code fingerprint they computed (the keys) from one run to the next
+    with (
+        prefect_api(),
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster,
+    ):
+        first, _ = run(corpus, work, cluster.scheduler_address)
+        _, states = run(corpus, work, cluster.scheduler_address)
+        assert set(states.values()) == {"Cached"}, states  # the worker read the records back
+        record = Path(first["vectorizer"]) / RESULT_FILE
+        record.write_bytes(pickle_record(record.read_bytes(), marker, tmp_path))
+        second, states = run(corpus, work, cluster.scheduler_address)
+
+    assert not marker.exists(), "a Dask worker unpickled the cache record"
+    assert second == first
+    assert states["fit-vocabulary"] == "Completed" and states["label-index"] == "Cached"
+    assert json.loads(json.loads(record.read_text())["result"]) == first["vectorizer"]
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
