@@ -292,3 +292,30 @@ def test_two_processes_create_a_fresh_tracking_schema_once(
         assert [status for status, _ in got] == ["ok", "ok"], got
         assert got[0][1] == got[1][1]
         suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def test_a_run_with_the_registry_off_closes_a_stuck_run(
+    gate_models: dict[str, Path],
+    gate_dataset: Path,
+    run_files: dict,
+    tmp_path: Path,
+    quiet_mlflow: None,
+    suite_stats: Any,
+) -> None:
+    sets = [*registering_sets(tmp_path / "work"), "registry.enabled=false"]
+    outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
+    args = {"step": "register", "kill": True, "sets": sets, "outputs": outputs, **run_files}
+    done = child(args, tmp_path)
+    assert done.returncode == -9, done.stderr[-3000:]
+    c = client(XmcConfig.load(None, sets).tracking_uri())
+    (stuck,) = c.search_runs([c.get_experiment_by_name("hostile").experiment_id])
+    assert stuck.info.status == "RUNNING"
+
+    nxt = register_here(sets, gate_models["worse"], gate_dataset, run_files)
+    assert nxt["version"] is None and c.search_registered_models() == []
+    stuck = c.get_run(stuck.info.run_id)
+    assert (
+        stuck.info.status == "KILLED"
+        and "ended without closing it" in stuck.data.tags["xmc.reconciled"]
+    )
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
