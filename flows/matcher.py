@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from tasks.cache_records import record_storage
 from tasks.xr_transformer import train_matcher_level
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.linear.tree import LabelTree
@@ -30,11 +31,14 @@ def matcher_flow(
     folder of every level, coarse to fine (the last one is the fine-tuned matcher)."""
     levels = matcher_levels(LabelTree.load(tree_dir), matcher)
     print(f"matcher: tree levels {levels}")
+    # verified cache records also on a worker of the deployment, whose own result storage is
+    # a plain folder (PREFECT_RESULTS_LOCAL_STORAGE_PATH)
+    train_level = train_matcher_level.with_options(result_storage=record_storage(work_dir))
     checkpoints: list[str] = []
     for level in levels:
         previous = checkpoints[-1] if checkpoints else None
         checkpoints.append(
-            train_matcher_level(
+            train_level(
                 tokens_dir, train_dir, tree_dir, level, previous, encoder, matcher, work_dir
             )
         )

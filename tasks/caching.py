@@ -5,7 +5,8 @@ name, the fingerprints of its inputs, its config section and the ``xmc_core`` co
 The same key is the task's Prefect cache key, so an unchanged rerun reports Cached states, a
 changed config section recomputes only the stages that read it, and a change inside
 ``xmc_core`` never reuses a stale result. A stage whose folder is already complete (e.g. after
-a crash of a later stage) returns it without recomputing.
+a crash of a later stage) returns it without recomputing. Prefect reads the cache records only
+through ``tasks.cache_records.CacheRecords``, which verifies them first (no pickle, no code).
 """
 
 from __future__ import annotations
