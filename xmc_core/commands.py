@@ -16,6 +16,7 @@ from xmc_core.atomic import atomic_dir, atomic_file, write_json
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError, XmcError
+from xmc_core.folder_swap import check_dir_target
 from xmc_core.metrics import format_metrics
 from xmc_core.pipeline import (
     evaluate_model,
@@ -31,7 +32,12 @@ _BATCH = 10_000
 
 
 def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:
-    """Featurize, build the tree, train, evaluate on test; save the model folder atomically."""
+    """Featurize, build the tree, train, evaluate on test; save the model folder atomically.
+
+    An existing ``model_dir`` (without ``overwrite``) or a link or file there is refused before
+    the dataset is read, not after the training time is spent.
+    """
+    check_dir_target(Path(model_dir), overwrite)
     corpus = Corpus(dataset)
     feats = featurize_corpus(corpus, cfg)
     model = train_model(feats, cfg, corpus)

@@ -81,6 +81,9 @@ def test_train_predict_evaluate(tmp_path: Path) -> None:
     assert ev.returncode == 0 and ev.stdout == out.stdout  # same test split, same model
     again = xmc("train", str(tmp_path / "ds"), str(model))
     assert again.returncode == 2 and "exists" in again.stderr
+    # the destination is checked before any work: the dataset is not even opened
+    early = xmc("train", str(tmp_path / "no-such-dataset"), str(model))
+    assert early.returncode == 2 and "already exists" in early.stderr, early.stderr
 
 
 def test_model_commands_fail_clearly(tmp_path: Path) -> None:
