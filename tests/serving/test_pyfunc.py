@@ -69,6 +69,8 @@ def test_missing_text_column_and_bad_values_are_refused(
         input_texts(["fine", 3])
     with pytest.raises(InputError, match="topk=0"):
         XmcPyfuncModel.predict(_loaded(tiny_model), None, ["x"], {"topk": 0})
+    with pytest.raises(InputError, match="row 1: text cannot be encoded as UTF-8"):
+        XmcPyfuncModel.predict(_loaded(tiny_model), None, ["fine", "lone \ud800 surrogate"], None)
 
 
 def test_blank_texts_get_empty_predictions_and_other_input_forms_work(

@@ -90,6 +90,15 @@ def _text(value: Any, row: int) -> str | None:
         raise InputError(
             None, f"text is a {type(value).__name__}, expected a string", _FIX_INPUT, row=row
         )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate ("\ud800") from a JSON body
+        raise InputError(
+            None,
+            f"text cannot be encoded as UTF-8 (character {err.start}: {value[err.start]!r})",
+            "send valid Unicode text: surrogate code points only come in pairs",
+            row=row,
+        ) from None
     return value if value.strip() else None
 
 
