@@ -88,8 +88,6 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--port", type=int, default=5005)
     srv.add_argument("--beam-size", type=int, help="default beam size of requests")
     srv.add_argument("--topk", type=int, help="default top-k of requests")
-    _config_args(srv)
-
     srv.add_argument(
         "--token-file", type=Path, default=_S,
         help="file holding the bearer token clients must send (else $XMC_SERVE_TOKEN)",
@@ -110,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         "--max-connections", type=int, default=_S, metavar="N",
         help="open connections served at once; the ones over it get 503",
     )  # fmt: skip
+    _config_args(srv)
+
     pro = sub.add_parser("promote", help="give the registry alias to a model version (no gate)")
     pro.add_argument("version", help="registered model version number")
     _config_args(pro)
