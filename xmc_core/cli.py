@@ -5,9 +5,12 @@
     xmc info DATASET                       print a dataset's manifest summary
     xmc train DATASET MODEL [--config F] [--set K=V ...]   train XR-Linear, print test metrics
     xmc predict MODEL SOURCE OUTPUT.jsonl  top labels of a dataset split or a text file
+                                           (SOURCE and OUTPUT may be ``-``: stdin, stdout)
     xmc evaluate MODEL DATASET             P@k, nDCG@k, R@k, PSP@k of a saved model
     xmc dump-config [--config F] [--set K=V ...]   print the full configuration as YAML
     xmc serve MODEL [--host H] [--port P]  JSON predictions over HTTP (folder or models:/ URI)
+        [--token-file F] [--insecure-public]   bearer token ($XMC_SERVE_TOKEN); a non-loopback
+        [--header-timeout S] [--body-timeout S] [--max-connections N]   host needs one
     xmc promote VERSION                    give the registry alias to VERSION (no gate)
     xmc rollback                           give the alias back to its previous holder
 
