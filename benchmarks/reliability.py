@@ -35,11 +35,16 @@ Usage, from the repository root, with the project venv::
 2. **Reliability suites** (unless ``--skip-suites``; skipped when ``tests/reliability`` does not
    exist): ``pytest tests/reliability -q`` with ``XMC_RELIABILITY_STATS`` naming a file to which
    the suites append JSON lines ``{"suite", "inputs", "faults", "tracebacks",
-   "partial_outputs", "data_lost", ...}`` (numbers, or lists counted by length).
+   "partial_outputs", "data_lost", ...}`` (numbers, or lists counted by length); every case of
+   the hostile suites (``tests/reliability/test_hostile_*.py``: concurrent writers, kills inside
+   swaps, intake and registry moves, disk full on a small tmpfs, read-only and unreadable files,
+   hostile serving payloads, slow clients, tampered cache records) is counted as tried and, if it
+   passed, held.
 
-Prints one summary table (bad inputs tried, faults injected, requests served, errors, data
-lost) and writes the JSON report (machine, command, settings, every figure) atomically. Exit
-status 1 if any error or lost datum was seen, the after-load checks failed or pytest failed.
+Prints one summary table (bad inputs tried, faults injected, requests served, hostile cases
+tried and held, errors, data lost) and writes the JSON report (machine, command, settings,
+every figure) atomically. Exit status 1 if any error or lost datum was seen, the after-load
+checks failed or pytest failed.
 """
 
 from __future__ import annotations
@@ -84,14 +89,17 @@ from xmc_core.atomic import write_text
 
 REPO = Path(__file__).resolve().parents[1]
 SUMMARY_COLUMNS = (
-    "source", "bad inputs tried", "faults injected", "requests served", "errors", "data lost",
+    "source", "bad inputs tried", "faults injected", "requests served", "hostile cases tried",
+    "held", "errors", "data lost",
 )  # fmt: skip
 SUITE_KEYS = {
     "bad_inputs": ("inputs",),
     "faults": ("faults",),
     "requests": ("requests",),
+    "tried": ("tried",),
+    "held": ("held",),
     "errors": ("tracebacks",),
-    "data_lost": ("partial_outputs", "data_lost"),
+    "data_lost": ("partial_outputs", "data_lost", "lost"),
 }
 
 
@@ -248,11 +256,12 @@ def junit_counts(path: Path) -> dict[str, int]:
 
 # ---------------------------------------------------------------- report
 def summary_rows(serving: dict[str, Any] | None, suites: dict[str, Any]) -> list[list[Any]]:
-    """[source, bad inputs, faults, requests served, errors, data lost], with a total row."""
-    rows = [
-        [name, r["bad_inputs"], r["faults"], r["requests"], r["errors"], r["data_lost"]]
+    """One row per source in SUMMARY_COLUMNS' order, then a total row."""
+    rows = [  # a hostile case that did not hold is an error
+        [name, r["bad_inputs"], r["faults"], r["requests"], r["tried"], r["held"],
+         r["errors"] + r["tried"] - r["held"], r["data_lost"]]
         for name, r in suites.get("suites", {}).items()
-    ]
+    ]  # fmt: skip
     if serving is not None:
         load, after, slow = serving["load"], serving["after"], serving["slow_clients"]
         errors = load["errors"] + serving["server_log_findings"]["tracebacks"] + slow["errors"]
@@ -260,15 +269,16 @@ def summary_rows(serving: dict[str, Any] | None, suites: dict[str, Any]) -> list
         lost = load["data_lost"] + (not after["same_answer"])
         served = load["valid_ok"] + load["malformed_rejected_4xx"]
         faults = slow["connections"]  # slow clients
-        rows.insert(0, ["serving under load", load["malformed_sent"], faults, served, errors, lost])
-    total = ["total", *(sum(r[i] for r in rows) for i in range(1, 6))]
+        row = ["serving under load", load["malformed_sent"], faults, served, 0, 0, errors, lost]
+        rows.insert(0, row)
+    total = ["total", *(sum(r[i] for r in rows) for i in range(1, len(SUMMARY_COLUMNS)))]
     return [*rows, total]
 
 
 def markdown(report: dict[str, Any]) -> str:
     """The summary table, then the load figures."""
     head = "| " + " | ".join(SUMMARY_COLUMNS) + " |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|" + "---:|" * (len(SUMMARY_COLUMNS) - 1)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in report["summary"]]
     suites = report["suites"]
     lines.append("")
@@ -392,7 +402,7 @@ def main() -> int:
     report["summary_columns"] = list(SUMMARY_COLUMNS)
     suites_failed = report["suites"].get("passed") is False
     total = report["summary"][-1]
-    report["ok"] = total[4] == 0 and total[5] == 0 and not suites_failed
+    report["ok"] = total[-2] == 0 and total[-1] == 0 and not suites_failed  # errors, data lost
     write_text(args.out, json.dumps(report, indent=2, default=str) + "\n")
     print(markdown(report))
     print(f"wrote {args.out}; {'OK' if report['ok'] else 'FAILED'}")

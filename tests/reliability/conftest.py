@@ -5,6 +5,7 @@ When ``XMC_RELIABILITY_STATS`` names a file, the session appends one JSON line p
     {"suite": "fuzz", "inputs": n, "clear_errors": n, "accepted": n, "tracebacks": 0,
      "partial_outputs": 0, "formats": {"lines": {"inputs": n, ...}, ...}}
     {"suite": "crash", "faults": n, "data_lost": 0, ...}      # from ``suite_stats.add``
+    {"suite": "hostile-writes", "tried": n, "held": n, "lost": 0, ...}  # every test_hostile_* case
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,33 @@ def pytest_configure(config: pytest.Config) -> None:
 def fuzz_stats() -> FuzzStats:
     """The session's fuzz counter (written to $XMC_RELIABILITY_STATS at session end)."""
     return FUZZ_STATS
+
+
+def hostile_suite(item: pytest.Item) -> str | None:
+    """The suite of a ``test_hostile_*`` module: its ``SUITE``, else its name (``hostile-x``)."""
+    module = getattr(item, "module", None)
+    name = module.__name__.rsplit(".", 1)[-1] if module else ""
+    if not name.startswith("test_hostile_"):
+        return None
+    return getattr(module, "SUITE", None) or name.removeprefix("test_").replace("_", "-")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Count every case of the hostile suites: tried, held (it passed), skipped.
+
+    Counted here rather than by the tests themselves, so a case that fails is still tried (and
+    not held): the report's ``tried - held`` is the number of cases that did not hold.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    suite = hostile_suite(item)
+    if suite is None:
+        return
+    if report.skipped:
+        SUITE_STATS.add(suite, skipped=1)
+    elif report.when == "call" or (report.when == "setup" and report.failed):
+        SUITE_STATS.add(suite, tried=1, held=int(report.passed))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

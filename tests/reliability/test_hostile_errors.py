@@ -17,14 +17,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from xmc_core.text_model import XmcModel
-
-if TYPE_CHECKING:
-    from tests.reliability.conftest import SuiteStats
 
 pytestmark = pytest.mark.reliability
 
@@ -111,12 +107,11 @@ FLOW_ARGS = {
 
 
 @pytest.mark.parametrize("flow", sorted(FLOW_ARGS))
-def test_flow_config_error(suite_stats: SuiteStats, flow: str, tmp_path: Path) -> None:
+def test_flow_config_error(flow: str, tmp_path: Path) -> None:
     args = ["-m", f"flows.{flow}", *FLOW_ARGS[flow], "--set", "tree.branching=3"]
     proc = run(args, cwd=tmp_path, env=_env(PREFECT_HOME=str(tmp_path / "prefect")))
     assert_clear_error(proc, "branching=3 must be a power of two", "--set")
     assert "Starting temporary server" not in proc.stderr  # refused before Prefect starts
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +119,7 @@ def test_flow_config_error(suite_stats: SuiteStats, flow: str, tmp_path: Path) -
     [("predict", "--topk", "-1"), ("predict", "--beam-size", "0"), ("evaluate", "--topk", "0")],
 )
 def test_bad_counts_refused_at_argument_time(
-    suite_stats: SuiteStats, tmp_path: Path, command: str, option: str, value: str
+    tmp_path: Path, command: str, option: str, value: str
 ) -> None:
     paths = [str(tmp_path / "model"), str(tmp_path / "src")]
     if command == "predict":
@@ -133,7 +128,6 @@ def test_bad_counts_refused_at_argument_time(
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"argument {option}: must be a whole number >= 1, got {value!r}" in proc.stderr
     assert sorted(tmp_path.iterdir()) == []
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 # --- a full disk: ingest, train, predict ------------------------------------------------------
@@ -147,27 +141,23 @@ def _lines_corpus(src: Path, n_lines: int) -> Path:
     return src
 
 
-def test_disk_full_ingest(suite_stats: SuiteStats, tmp_path: Path) -> None:
+def test_disk_full_ingest(tmp_path: Path) -> None:
     src = _lines_corpus(tmp_path / "src", 4000)
     with tmpfs(tmp_path / "small", "64k") as disk:
         proc = xmc("ingest", "lines", str(src), str(disk / "ds"))
         assert_clear_error(proc, "no space left on the device", str(disk))
         assert sorted(disk.iterdir()) == []  # no half-written dataset, no temporary folder
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_disk_full_train(suite_stats: SuiteStats, tmp_path: Path, model_dir: Path) -> None:
+def test_disk_full_train(tmp_path: Path, model_dir: Path) -> None:
     dataset = model_dir.parent / "ds"
     with tmpfs(tmp_path / "small", "256k") as disk:
         proc = xmc("train", str(dataset), str(disk / "model"), "--set", "tree.max_leaf_size=20")
         assert_clear_error(proc, "no space left on the device", str(disk))
         assert sorted(disk.iterdir()) == []
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_disk_full_predict_keeps_old_output(
-    suite_stats: SuiteStats, tmp_path: Path, model_dir: Path
-) -> None:
+def test_disk_full_predict_keeps_old_output(tmp_path: Path, model_dir: Path) -> None:
     texts = tmp_path / "docs.txt"
     texts.write_text(_words(3000))
     with tmpfs(tmp_path / "small", "64k") as disk:
@@ -177,14 +167,13 @@ def test_disk_full_predict_keeps_old_output(
         assert_clear_error(proc, "no space left on the device", str(old))
         assert old.read_text() == '{"doc_id": "old"}\n'  # the previous output is intact
         assert sorted(disk.iterdir()) == [old]
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 # --- a model file this user may not read ------------------------------------------------------
 
 
 @pytest.mark.parametrize("locked", ["meta.json", "ranker/W0.npz", "vectorizer/vocabulary.parquet"])
-def test_unreadable_model_file(suite_stats: SuiteStats, model_dir: Path, locked: str) -> None:
+def test_unreadable_model_file(model_dir: Path, locked: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="xmc-eacces-"))  # pytest's tmp_path is private to root
     try:
         root.chmod(0o777)
@@ -204,32 +193,29 @@ def test_unreadable_model_file(suite_stats: SuiteStats, model_dir: Path, locked:
         assert not out.exists()
     finally:
         shutil.rmtree(root)
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 # --- a read-only work dir: xmc promote and the flows ------------------------------------------
 
 
-def test_read_only_work_dir_promote(suite_stats: SuiteStats, tmp_path: Path) -> None:
+def test_read_only_work_dir_promote(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", "64k", read_only=True) as work:
         proc = xmc("promote", "1", "--set", f"work_dir={work}")
         assert_clear_error(proc, "read-only file system", str(work))
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_read_only_work_dir_flow(suite_stats: SuiteStats, tmp_path: Path) -> None:
+def test_read_only_work_dir_flow(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", "64k", read_only=True) as work:
         env = _env(PREFECT_HOME=str(tmp_path / "prefect"))
         proc = run(["-m", "flows.train", "--set", f"work_dir={work}"], cwd=tmp_path, env=env)
         assert_clear_error(proc, "read-only file system", str(work))
         assert "Starting temporary server" not in proc.stderr
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 # --- stdin/stdout, and one huge line ----------------------------------------------------------
 
 
-def test_predict_stdin_to_stdout(suite_stats: SuiteStats, model_dir: Path, tmp_path: Path) -> None:
+def test_predict_stdin_to_stdout(model_dir: Path, tmp_path: Path) -> None:
     proc = xmc("predict", str(model_dir), "-", "-", "--topk", "2", input="first doc\nsecond\n")
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]  # nothing but JSON lines
@@ -237,11 +223,10 @@ def test_predict_stdin_to_stdout(suite_stats: SuiteStats, model_dir: Path, tmp_p
     assert all(len(r["labels"]) == len(r["scores"]) <= 2 for r in rows)
     assert "wrote predictions of 2 documents to stdout" in proc.stderr.splitlines()[-1]
     assert sorted(tmp_path.iterdir()) == [] and not (REPO_ROOT / "-").exists()
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def test_long_document_capped_and_logged_once(
-    suite_stats: SuiteStats, model_dir: Path, caplog: pytest.LogCaptureFixture
+    model_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = XmcModel.load(model_dir)
     cfg = model.ranker.predict_cfg
@@ -255,10 +240,9 @@ def test_long_document_capped_and_logged_once(
     assert (capped != expected).nnz == 0 and (again != expected).nnz == 0
     warnings = [r.getMessage() for r in caplog.records if "predict.max_doc_chars" in r.getMessage()]
     assert len(warnings) == 1 and "200" in warnings[0], warnings
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_error_text_sorts_expected_failures_from_bugs(suite_stats: SuiteStats) -> None:
+def test_error_text_sorts_expected_failures_from_bugs() -> None:
     from xmc_core.entry import error_text
 
     arrow_style = OSError("Error writing bytes to file. Detail: No space left on device")
@@ -272,10 +256,9 @@ def test_error_text_sorts_expected_failures_from_bugs(suite_stats: SuiteStats) -
     assert error_text(exists) == str(exists)
     assert error_text(FileNotFoundError(2, "No such file", "/x")) is None  # a bug: traceback
     assert error_text(KeyError("x")) is None
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_capped_lines_skip_the_rest_of_a_huge_line(suite_stats: SuiteStats) -> None:
+def test_capped_lines_skip_the_rest_of_a_huge_line() -> None:
     import io
 
     from xmc_core.predictions import iter_doc_lines
@@ -285,10 +268,9 @@ def test_capped_lines_skip_the_rest_of_a_huge_line(suite_stats: SuiteStats) -> N
     lines = list(iter_doc_lines(io.BytesIO(data), "docs.txt", max_chars=10))
     assert lines == [(1, "short"), (2, "é" * 22), (3, "last é")]
     assert list(iter_doc_lines(io.BytesIO(data), "docs.txt", None))[1] == (2, huge)
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_predict_stdout_reader_stops(suite_stats: SuiteStats, model_dir: Path) -> None:
+def test_predict_stdout_reader_stops(model_dir: Path) -> None:
     """``xmc predict M - - | head -1``: far more output than a pipe holds, so the write fails."""
     cmd = [sys.executable, "-m", "xmc_core.cli", "predict", str(model_dir), "-", "-"]
     with subprocess.Popen(
@@ -303,4 +285,3 @@ def test_predict_stdout_reader_stops(suite_stats: SuiteStats, model_dir: Path) -
         status = proc.wait(timeout=600)
     done = subprocess.CompletedProcess(cmd, status, "", stderr)
     assert_clear_error(done, "stdout: its reader stopped")
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)

@@ -77,9 +77,7 @@ KILL_AFTER_FIRST_ARCHIVE = textwrap.dedent(
 
 
 @pytest.mark.parametrize("mode", ["replace", "merge"])
-def test_sigkill_between_archiving_two_drops_loses_no_drop(
-    tmp_path: Path, mode: str, suite_stats
-) -> None:
+def test_sigkill_between_archiving_two_drops_loses_no_drop(tmp_path: Path, mode: str) -> None:
     f = intake_folders(tmp_path)
     lines_drop(f.landing, "old", 8, 2, mtime=10**18)
     assert take_in(f, "merge", Policies(), rows_per_group=16).ingested == ["old"]
@@ -108,7 +106,6 @@ def test_sigkill_between_archiving_two_drops_loses_no_drop(
     after = take_in(f, mode, Policies(), rows_per_group=16)
     later = {f"c-{k}" for k in range(5)}
     assert all_ids(after.corpus) == (later if mode == "replace" else ids | later)
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def check_quarantined(f: IntakeFolders, result, name: str, words: tuple[str, ...]) -> str:
@@ -121,7 +118,7 @@ def check_quarantined(f: IntakeFolders, result, name: str, words: tuple[str, ...
     return reason
 
 
-def test_symlink_loop_in_a_drop_quarantines_that_drop_only(tmp_path: Path, suite_stats) -> None:
+def test_symlink_loop_in_a_drop_quarantines_that_drop_only(tmp_path: Path) -> None:
     f = intake_folders(tmp_path)
     lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
     looped = lines_drop(f.landing, "looped", 4, 1, mtime=2 * 10**18)
@@ -136,11 +133,10 @@ def test_symlink_loop_in_a_drop_quarantines_that_drop_only(tmp_path: Path, suite
     assert os.readlink(moved / "self") == "self"  # moved as it was, link kept
     assert all_ids(result.corpus) == {f"{d}-{k}" for d in "ac" for k in range(5)}
     assert list(f.landing.iterdir()) == []
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def test_unexpected_importer_error_quarantines_the_drop_with_its_type(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suite_stats
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     f = intake_folders(tmp_path)
     lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
@@ -157,12 +153,9 @@ def test_unexpected_importer_error_quarantines_the_drop_with_its_type(
     assert result.ingested == ["a"]
     check_quarantined(f, result, "boom", ("ZeroDivisionError", "synthetic importer bug"))
     assert all_ids(result.corpus) == {f"a-{k}" for k in range(5)}
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_drop_that_cannot_be_merged_is_quarantined_and_the_rest_merge(
-    tmp_path: Path, suite_stats
-) -> None:
+def test_drop_that_cannot_be_merged_is_quarantined_and_the_rest_merge(tmp_path: Path) -> None:
     f = intake_folders(tmp_path)
     lines_drop(f.landing, "a", 4, 1, mtime=1 * 10**18)
     take_in(f, "merge", Policies(), rows_per_group=16)
@@ -176,10 +169,9 @@ def test_drop_that_cannot_be_merged_is_quarantined_and_the_rest_merge(
     assert result.ingested == ["c"]
     check_quarantined(f, result, "bow", ("bag-of-words", "text corpus"))
     assert all_ids(result.corpus) == {f"{d}-{k}" for d in "ac" for k in range(5)}
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_run_report_names_the_quarantined_drop_and_its_reason(suite_stats) -> None:
+def test_run_report_names_the_quarantined_drop_and_its_reason() -> None:
     intake = {
         "ingested": ["a"],
         "resumed": ["x"],
@@ -194,10 +186,9 @@ def test_run_report_names_the_quarantined_drop_and_its_reason(suite_stats) -> No
     assert "## Intake" not in build_report("run", {}).markdown
     quiet = build_report("run", {}, intake={"ingested": ["a"], "quarantined": []}).markdown
     assert "refused" not in quiet and "ingested: a" in quiet
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_all_emoji_corpus_is_told_it_holds_no_word_not_to_lower_min_df(suite_stats) -> None:
+def test_all_emoji_corpus_is_told_it_holds_no_word_not_to_lower_min_df() -> None:
     vectorizer = TfidfVectorizer(TfidfConfig(), TokenizerConfig())
     with pytest.raises(XmcError) as excinfo:
         vectorizer.fit(["😀😀 🎉", "👍 !!", "🎉"])
@@ -206,7 +197,6 @@ def test_all_emoji_corpus_is_told_it_holds_no_word_not_to_lower_min_df(suite_sta
     assert "min_df" not in message
     with pytest.raises(XmcError, match=r"no term left after min_df=2.*most common term is in 1"):
         TfidfVectorizer(TfidfConfig(min_df=2), TokenizerConfig()).fit(["apple pie", "pear tart"])
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 LINES = ("train_texts.txt", "train_labels.txt", "test_texts.txt", "test_labels.txt")
@@ -222,7 +212,7 @@ LINES = ("train_texts.txt", "train_labels.txt", "test_texts.txt", "test_labels.t
     ],
 )
 def test_fifo_split_file_is_named_a_fifo_not_missing(
-    tmp_path: Path, fmt: str, files: dict[str, str], special: str, suite_stats
+    tmp_path: Path, fmt: str, files: dict[str, str], special: str
 ) -> None:
     src = tmp_path / "src"
     src.mkdir()
@@ -236,7 +226,6 @@ def test_fifo_split_file_is_named_a_fifo_not_missing(
     assert "FIFO" in err.problem and "missing" not in err.problem
     assert "regular file" in err.fix
     assert not (tmp_path / "ds").exists()
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def parquet_part(path: Path, columns: dict[str, list]) -> None:
@@ -244,9 +233,7 @@ def parquet_part(path: Path, columns: dict[str, list]) -> None:
     pq.write_table(pa.table(columns), path)
 
 
-def test_parquet_parts_may_differ_in_extra_columns_but_not_in_needed_ones(
-    tmp_path: Path, suite_stats
-) -> None:
+def test_parquet_parts_may_differ_in_extra_columns_but_not_in_needed_ones(tmp_path: Path) -> None:
     src = tmp_path / "src"
     parquet_part(
         src / "train.parquet" / "part-0.parquet",
@@ -269,12 +256,9 @@ def test_parquet_parts_may_differ_in_extra_columns_but_not_in_needed_ones(
     assert "'doc_id'" in err.problem and "'labels'" in err.problem and "part-0" in err.problem
     assert "add the columns ['doc_id', 'labels']" in err.fix
     assert not (tmp_path / "ds2").exists()
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
-def test_drop_that_cannot_be_quarantined_stays_and_the_others_go_on(
-    tmp_path: Path, suite_stats
-) -> None:
+def test_drop_that_cannot_be_quarantined_stays_and_the_others_go_on(tmp_path: Path) -> None:
     f = intake_folders(tmp_path)
     f.quarantine.mkdir(parents=True)
     mounted = subprocess.run(
@@ -296,4 +280,3 @@ def test_drop_that_cannot_be_quarantined_stays_and_the_others_go_on(
     assert "another filesystem" in stuck["error"]
     assert (f.landing / "loose.txt").read_text() == "not a drop\n"  # left where it was
     assert all_ids(result.corpus) == {f"a-{k}" for k in range(5)}
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)

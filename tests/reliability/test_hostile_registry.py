@@ -104,7 +104,6 @@ def test_uri_sub_paths_cannot_leave_the_artifacts(
     tiny_model_dir: Path,
     reader_cfg: XmcConfig,
     tmp_path: Path,
-    suite_stats: Any,
 ) -> None:
     planted = tmp_path / "outside" / "model"  # a model folder outside the artifact store
     shutil.copytree(tiny_model_dir, planted)
@@ -114,19 +113,17 @@ def test_uri_sub_paths_cannot_leave_the_artifacts(
     assert err.value.fix
     cache = reader_cfg.mlflow_dir() / CACHE_DIR_NAME
     assert not list(cache.rglob("meta.json")), "a folder outside the store was copied"
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 @pytest.mark.parametrize(
     "tail", ["x' OR name != '", "model\" OR '1' = '1", "m'\"x"], ids=["single", "double", "both"]
 )
 def test_quotes_in_a_runs_uri_are_not_pasted_into_a_filter(
-    tail: str, registry: Registry, reader_cfg: XmcConfig, suite_stats: Any
+    tail: str, registry: Registry, reader_cfg: XmcConfig
 ) -> None:
     with pytest.raises(InputError, match=r"cannot download the model|no model") as err:
         local_model_dir(f"runs:/{registry.run_id}/{tail}", reader_cfg)
     assert err.value.fix
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 # ---- item 12: a corrupt serving-cache copy is quarantined and downloaded again -----------
@@ -134,7 +131,7 @@ def test_quotes_in_a_runs_uri_are_not_pasted_into_a_filter(
 
 @pytest.mark.parametrize("damage", ["corrupt", "incomplete"])
 def test_damaged_cache_copy_is_quarantined_and_downloaded_again(
-    damage: str, reader_cfg: XmcConfig, caplog: pytest.LogCaptureFixture, suite_stats: Any
+    damage: str, reader_cfg: XmcConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
     uri = f"models:/{MODEL_NAME}/1"
     folder = local_model_dir(uri, reader_cfg)
@@ -159,7 +156,6 @@ def test_damaged_cache_copy_is_quarantined_and_downloaded_again(
     assert (kept.read_bytes() == damaged) if damaged else not kept.exists()
     assert (quarantined[0] / folder.relative_to(key_dir) / "meta.json").is_file()
     assert "quarantine" in caplog.text and str(victim.relative_to(key_dir)) in caplog.text
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 # ---- item 11: registry consistency under kills --------------------------------------------
@@ -206,7 +202,6 @@ def test_kill_between_registration_and_promotion_is_reconciled(
     run_files: dict,
     tmp_path: Path,
     quiet_mlflow: None,
-    suite_stats: Any,
 ) -> None:
     sets = registering_sets(tmp_path / "work")
     outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
@@ -226,7 +221,6 @@ def test_kill_between_registration_and_promotion_is_reconciled(
     stuck = c.get_run(orphan.run_id)
     assert stuck.info.status == "KILLED" and "xmc.reconciled" in stuck.data.tags
     assert c.get_run(nxt["run_id"]).info.status == "FINISHED"
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def test_identical_retrain_registers_no_new_version(
@@ -235,7 +229,6 @@ def test_identical_retrain_registers_no_new_version(
     run_files: dict,
     tmp_path: Path,
     quiet_mlflow: None,
-    suite_stats: Any,
 ) -> None:
     sets = registering_sets(tmp_path / "work")
     first = register_here(sets, gate_models["good"], gate_dataset, run_files)
@@ -245,12 +238,10 @@ def test_identical_retrain_registers_no_new_version(
     assert first["version"] == second["version"] == "1" and versions == ["1"]
     assert first["run_id"] != second["run_id"]
     assert c.get_run(second["run_id"]).info.status == "FINISHED"
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def test_kill_after_alias_move_is_reconciled(
     gate_template: Template, gate_dataset: Path, tmp_path: Path, quiet_mlflow: None,
-    suite_stats: Any,
 ) -> None:  # fmt: skip
     cfg = fresh_registry(gate_template, tmp_path)
     promote_version(cfg, "2")
@@ -270,11 +261,10 @@ def test_kill_after_alias_move_is_reconciled(
     assert c.get_model_version(NAME, "2").tags[DECISION] == "promoted"  # the holder before
     for version in ("3", "4"):  # registered by this process, which is alive: left undecided
         assert DECISION not in c.get_model_version(NAME, version).tags, version
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def test_two_processes_create_a_fresh_tracking_schema_once(
-    tmp_path: Path, quiet_mlflow: None, suite_stats: Any
+    tmp_path: Path, quiet_mlflow: None
 ) -> None:
     ctx = multiprocessing.get_context("spawn")
     for attempt in range(2):
@@ -291,7 +281,6 @@ def test_two_processes_create_a_fresh_tracking_schema_once(
             p.join(timeout=60)
         assert [status for status, _ in got] == ["ok", "ok"], got
         assert got[0][1] == got[1][1]
-        suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def test_a_run_with_the_registry_off_closes_a_stuck_run(
@@ -300,7 +289,6 @@ def test_a_run_with_the_registry_off_closes_a_stuck_run(
     run_files: dict,
     tmp_path: Path,
     quiet_mlflow: None,
-    suite_stats: Any,
 ) -> None:
     sets = [*registering_sets(tmp_path / "work"), "registry.enabled=false"]
     outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
@@ -318,4 +306,3 @@ def test_a_run_with_the_registry_off_closes_a_stuck_run(
         stuck.info.status == "KILLED"
         and "ended without closing it" in stuck.data.tags["xmc.reconciled"]
     )
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)

@@ -15,17 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import SuiteStats
-from tests.reliability.test_hostile_writes import ROOT, held, hidden
+from tests.reliability.test_hostile_writes import ROOT, hidden
 from xmc_core.atomic import atomic_file, write_bytes, write_text
 from xmc_core.errors import XmcError
 
 pytestmark = pytest.mark.reliability
 
 
-def test_a_symlink_keeps_pointing_at_the_file_it_names(
-    tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_a_symlink_keeps_pointing_at_the_file_it_names(tmp_path: Path) -> None:
     real = tmp_path / "data" / "out.jsonl"
     real.parent.mkdir()
     real.write_text("old\n")
@@ -40,12 +37,9 @@ def test_a_symlink_keeps_pointing_at_the_file_it_names(
         dangling.is_symlink() and (tmp_path / "data" / "later-real.jsonl").read_text() == "later\n"
     )
     assert hidden(tmp_path) == [] and hidden(real.parent) == []
-    held(suite_stats)
 
 
-def test_a_character_device_is_written_into_not_replaced(
-    tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_a_character_device_is_written_into_not_replaced(tmp_path: Path) -> None:
     null = tmp_path / "null"
     try:
         os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a twin of /dev/null
@@ -54,12 +48,9 @@ def test_a_character_device_is_written_into_not_replaced(
     write_bytes(null, b"discarded\n")
     assert stat.S_ISCHR(os.lstat(null).st_mode)
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
-def test_a_fifo_receives_the_bytes_and_stays_a_fifo(
-    tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_a_fifo_receives_the_bytes_and_stays_a_fifo(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got: list[bytes] = []
@@ -70,7 +61,6 @@ def test_a_fifo_receives_the_bytes_and_stays_a_fifo(
     assert got == [b"line 1\nline 2\n"]
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
 STDOUT_WRITER = """
@@ -83,9 +73,7 @@ print("wrote 2 records")
 
 
 @pytest.mark.parametrize("stdout", ["pipe", "file"])
-def test_a_link_to_stdout_streams_into_it(
-    tmp_path: Path, stdout: str, suite_stats: SuiteStats
-) -> None:
+def test_a_link_to_stdout_streams_into_it(tmp_path: Path, stdout: str) -> None:
     """``/dev/stdout`` is a link to ``/proc/self/fd/1``: a link of ours to the same place, so a
     broken run replaces only our link, never the system's."""
     link = tmp_path / "stdout"
@@ -100,10 +88,9 @@ def test_a_link_to_stdout_streams_into_it(
     assert out == "record 1\nrecord 2\nwrote 2 records\n"
     assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
-def test_a_folder_is_never_an_atomic_file_target(tmp_path: Path, suite_stats: SuiteStats) -> None:
+def test_a_folder_is_never_an_atomic_file_target(tmp_path: Path) -> None:
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "keep.txt").write_text("keep")
@@ -112,4 +99,3 @@ def test_a_folder_is_never_an_atomic_file_target(tmp_path: Path, suite_stats: Su
     assert str(folder) in str(excinfo.value) and "folder" in str(excinfo.value)
     assert (folder / "keep.txt").read_text() == "keep"
     assert hidden(tmp_path) == []
-    held(suite_stats)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import SuiteStats
 from xmc_core import folder_swap
 from xmc_core.artifacts import read_meta, write_meta
 from xmc_core.atomic import atomic_dir
@@ -33,10 +32,6 @@ pytestmark = pytest.mark.reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = "hostile-writes"
-
-
-def held(suite_stats: SuiteStats) -> None:
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def hidden(parent: Path) -> list[str]:
@@ -66,7 +61,7 @@ def rename_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("intruder", ["empty", "full"])
 def test_a_folder_that_appears_during_the_write_is_not_replaced(
-    tmp_path: Path, rename_mode: str, intruder: str, suite_stats: SuiteStats
+    tmp_path: Path, rename_mode: str, intruder: str
 ) -> None:
     target = tmp_path / "ds"
     with pytest.raises(FileExistsError) as excinfo, atomic_dir(target) as tmp:
@@ -77,12 +72,11 @@ def test_a_folder_that_appears_during_the_write_is_not_replaced(
     assert str(target) in str(excinfo.value)
     assert sorted(os.listdir(target)) == ([] if intruder == "empty" else ["theirs.txt"])
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_a_second_writer_fails_fast_while_the_first_writes(
-    tmp_path: Path, rename_mode: str, overwrite: bool, suite_stats: SuiteStats
+    tmp_path: Path, rename_mode: str, overwrite: bool
 ) -> None:
     target = tmp_path / "model"
     with atomic_dir(target, overwrite=True) as tmp:
@@ -93,11 +87,10 @@ def test_a_second_writer_fails_fast_while_the_first_writes(
     assert str(target) in message and "another" in message and "fix:" in message
     assert os.listdir(target) == ["first.txt"]
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
 def test_a_waiting_writer_replaces_only_after_the_first_finished(
-    tmp_path: Path, rename_mode: str, suite_stats: SuiteStats
+    tmp_path: Path, rename_mode: str
 ) -> None:
     target = tmp_path / "artifact"
     entered, errors = threading.Event(), []
@@ -120,12 +113,9 @@ def test_a_waiting_writer_replaces_only_after_the_first_finished(
     assert not thread.is_alive() and errors == []
     assert (target / "v.txt").read_text() == "second"
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
-def test_two_ingests_into_one_destination_the_second_exits_2(
-    tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_two_ingests_into_one_destination_the_second_exits_2(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     for split in ("train", "test"):
@@ -157,12 +147,9 @@ def test_two_ingests_into_one_destination_the_second_exits_2(
     assert xmc("ingest", "lines", str(src), str(dest), "--overwrite").returncode == 0
     assert Corpus(dest).manifest.splits["train"].rows == 2
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
-def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(
-    tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(tmp_path: Path) -> None:
     target = tmp_path / "key"
     (tmp_path / ".key.abcd1234.tmp").mkdir()  # a killed writer's temporary
     (tmp_path / ".key.abcd1234.tmp" / "X.npz").write_bytes(b"half")
@@ -173,7 +160,6 @@ def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(
         (tmp / "X.npz").write_bytes(b"whole")
     assert (target / "X.npz").read_bytes() == b"whole"
     assert hidden(tmp_path) == [".key2.abcd1234.tmp"]
-    held(suite_stats)
 
 
 # --- item 3: --overwrite leaves the old or the new folder, or a swap the next open repairs --
@@ -224,7 +210,7 @@ def old_folder(target: Path) -> None:
 )
 @pytest.mark.parametrize("repair", ["open", "rerun"])
 def test_a_sigkill_during_overwrite_leaves_old_or_new(
-    tmp_path: Path, mode: str, at: str, expect: str, repair: str, suite_stats: SuiteStats
+    tmp_path: Path, mode: str, at: str, expect: str, repair: str
 ) -> None:
     target = tmp_path / "model"
     old_folder(target)
@@ -241,12 +227,9 @@ def test_a_sigkill_during_overwrite_leaves_old_or_new(
         (tmp / "v.txt").write_text("rerun")
     assert (target / "v.txt").read_text() == "rerun"
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
-def test_a_dataset_open_finishes_an_interrupted_swap(
-    tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_a_dataset_open_finishes_an_interrupted_swap(tmp_path: Path) -> None:
     """The state a kill between the fallback's two renames leaves, made by hand."""
     src = tmp_path / "src"
     src.mkdir()
@@ -261,20 +244,18 @@ def test_a_dataset_open_finishes_an_interrupted_swap(
     (store / ".ds.swap").write_text(json.dumps(journal))
     assert Corpus(store / "ds").manifest.splits["train"].rows == 1
     assert hidden(store) == []
-    held(suite_stats)
 
 
-def test_an_unreadable_swap_journal_is_reported(tmp_path: Path, suite_stats: SuiteStats) -> None:
+def test_an_unreadable_swap_journal_is_reported(tmp_path: Path) -> None:
     (tmp_path / ".model.swap").write_text("{not json")
     with pytest.raises(ArtifactError) as excinfo:
         read_meta(tmp_path / "model", "Thing")
     message = str(excinfo.value)
     assert str(tmp_path / ".model.swap") in message and "fix:" in message
     assert (tmp_path / ".model.swap").read_text() == "{not json"  # kept for the person to read
-    held(suite_stats)
 
 
-def test_an_open_that_may_not_repair_reports_the_swap(suite_stats: SuiteStats) -> None:
+def test_an_open_that_may_not_repair_reports_the_swap() -> None:
     """A reader without write access (a serving user) gets a clear error, not a half state."""
     base = Path(tempfile.mkdtemp(prefix="xmc-hostile-", dir="/tmp"))  # traversable by others
     try:
@@ -299,16 +280,13 @@ def test_an_open_that_may_not_repair_reports_the_swap(suite_stats: SuiteStats) -
         assert hidden(base) == []
     finally:
         shutil.rmtree(base)
-    held(suite_stats)
 
 
 # --- item 7 (folders; files in test_hostile_write_targets.py) ------------------------------
 
 
 @pytest.mark.parametrize("what", ["symlink", "file"])
-def test_atomic_dir_refuses_a_link_or_a_file(
-    tmp_path: Path, rename_mode: str, what: str, suite_stats: SuiteStats
-) -> None:
+def test_atomic_dir_refuses_a_link_or_a_file(tmp_path: Path, rename_mode: str, what: str) -> None:
     real = tmp_path / "real"
     real.mkdir()
     (real / "keep.txt").write_text("keep")
@@ -323,7 +301,6 @@ def test_atomic_dir_refuses_a_link_or_a_file(
     assert target.is_symlink() if what == "symlink" else target.read_text() == "a file"
     assert (real / "keep.txt").read_text() == "keep"
     assert hidden(tmp_path) == []
-    held(suite_stats)
 
 
 @pytest.fixture(params=["disk", "tmpfs"])
