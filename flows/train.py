@@ -23,6 +23,7 @@ from prefect.runtime import flow_run
 
 from flows.featurize import featurize_stages
 from flows.runtime import config_flow_main, configured
+from tasks.cache_records import returned_folders
 from tasks.caching import results_root
 from tasks.corpus import synthesize_corpus
 from tasks.xr_linear import assemble_model, build_tree, evaluate, train_level
@@ -190,7 +191,7 @@ def run_matcher(
     if run.state is None or not run.state.is_completed():
         state = None if run.state is None else run.state.name
         raise RuntimeError(f"matcher deployment {deployment}: flow run {run.name} ended {state}")
-    return run.state.result()
+    return returned_folders(run.state, work, "matcher-level")  # not state.result(): may unpickle
 
 
 @flow(name="train", log_prints=True)

@@ -35,9 +35,11 @@ from prefect.exceptions import MissingContextError
 from prefect.filesystems import LocalFileSystem
 from prefect.results import ResultRecord, ResultRecordMetadata
 from prefect.serializers import JSONSerializer
+from prefect.states import State
 
-from tasks.caching import RESULT_FILE, results_root
+from tasks.caching import RESULT_FILE, is_complete, results_root
 from xmc_core.atomic import write_bytes
+from xmc_core.errors import ArtifactError
 
 MAX_RECORD_BYTES = 64 * 1024
 """A record holds one path (~600 bytes); anything much larger is not one of ours."""
@@ -50,7 +52,7 @@ class RecordRejected(ValueError):
     """A cache record that is not exactly what a stage writes (Prefect: a cache miss)."""
 
     def __init__(self, path: Path, problem: str, missing: bool = False) -> None:
-        self.missing = missing
+        self.problem, self.missing = problem, missing
         super().__init__(
             f"{path}: cache record rejected ({problem}); the stage runs again and reuses its "
             "artifact folder if finished"
@@ -76,8 +78,9 @@ class CacheRecords(LocalFileSystem):
         return self.read_path(path)
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:
-        """Write ``content`` atomically (Prefect's own write leaves a torn file on a crash)."""
-        target = self._resolve_path(path)
+        """Write ``content`` atomically (Prefect's own write leaves a torn file on a crash),
+        replacing a link at ``path`` rather than the file it points to."""
+        target = self._resolve_path(str(PurePath(path).parent)) / PurePath(path).name
         if target.exists() and not target.is_file():
             raise ValueError(f"Path {target} already exists and is not a file.")
         return str(write_bytes(target, content))
@@ -111,11 +114,50 @@ def verified_record(root: Path, key: str, block_id: UUID | None = None) -> bytes
     record = _plain_json(path, _read_small_file(path))
     folder = str(path.parent)
     if record["result"] != folder:
-        raise RecordRejected(path, f"it names {record['result']!r}, not its own folder")
+        named = repr(record["result"])[:200]
+        raise RecordRejected(path, f"it names {named}, not its own folder")
     metadata = ResultRecordMetadata(
         storage_key=str(path), serializer=JSONSerializer(), storage_block_id=block_id
     )
     return ResultRecord(metadata=metadata, result=folder).serialize()
+
+
+def returned_folders(state: State[Any], work_dir: str | Path, stage: str) -> list[str]:
+    """The finished ``stage`` folders under ``work_dir`` a flow run returned (e.g. the matcher
+    deployment's checkpoints), read from its result file with no Prefect deserializer.
+
+    Prefect's ``state.result()`` would unpickle a result file holding ``{"data": ...}`` whatever
+    serializer the API names. Raises ``ArtifactError`` naming the file for anything but a JSON
+    list of such folders."""
+    root = results_root(Path(work_dir).resolve())
+    data = state.data
+    if isinstance(data, ResultRecord):  # run in this process: the value itself
+        source, value = "the flow run's result", data.result
+    elif isinstance(data, ResultRecordMetadata) and data.storage_key:
+        path = Path(data.storage_key)
+        if path.parent != root:
+            raise ArtifactError(path, f"the flow run's result is not a file of {root}")
+        try:
+            source, value = str(path), json.loads(_read_small_file(path))
+        except (RecordRejected, UnicodeDecodeError, ValueError) as exc:
+            problem = exc.problem if isinstance(exc, RecordRejected) else "not whole JSON"
+            raise ArtifactError(path, f"not a result file to read ({problem})") from None
+    else:
+        raise ArtifactError(root, f"the flow run left no result to read ({type(data).__name__})")
+    bad = (
+        [value]
+        if not isinstance(value, list)
+        else [v for v in value if not _finished_folder(v, root / stage)]
+    )
+    if bad:
+        raise ArtifactError(
+            source, f"{str(bad[0])[:200]!r} is not a finished {stage} folder of {root}"
+        )
+    return value
+
+
+def _finished_folder(value: object, parent: Path) -> bool:
+    return isinstance(value, str) and Path(value).parent == parent and is_complete(Path(value))
 
 
 def _record_path(root: Path, key: str) -> Path:

@@ -17,20 +17,26 @@ import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from dask.distributed import LocalCluster
+from prefect.results import ResultRecordMetadata
+from prefect.serializers import JSONSerializer
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+from prefect.states import Completed
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
-from tasks.caching import RESULT_FILE
+from tasks.caching import RESULT_FILE, results_root
 from tests.flows.conftest import task_states
 from tests.reliability.conftest import SuiteStats
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.errors import ArtifactError
 
 pytestmark = pytest.mark.reliability
 
@@ -211,3 +217,48 @@ def test_a_pickled_record_read_on_a_dask_worker_runs_no_code(
     assert states["fit-vocabulary"] == "Completed" and states["label-index"] == "Cached"
     assert json.loads(json.loads(record.read_text())["result"]) == first["vectorizer"]
     suite_stats.add(SUITE, tried=1, held=1, lost=0)
+
+
+def _deployment_run(
+    monkeypatch: pytest.MonkeyPatch, work: Path, content: str
+) -> Callable[[], list[str]]:
+    """``run_matcher`` as the train flow calls it, with the matcher deployment's run faked: it
+    returned its checkpoints as a JSON result file under ``work`` holding ``content``."""
+    import flows.train
+
+    result = results_root(work) / "0123456789abcdef"
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text(content)
+    metadata = ResultRecordMetadata(storage_key=str(result), serializer=JSONSerializer())
+    state = Completed(data=metadata)  # as the API reports the deployment's run
+    monkeypatch.setenv(flows.train.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
+    monkeypatch.setattr(
+        flows.train, "run_deployment", lambda *a, **k: SimpleNamespace(name="gpu", state=state)
+    )
+    cfg = XmcConfig.load(None, [f"work_dir={work}"])
+    return lambda: flows.train.run_matcher("tokens", "train", "tree", cfg, str(work))
+
+
+def test_a_hostile_matcher_deployment_result_builds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suite_stats: SuiteStats
+) -> None:
+    """The train flow reads the matcher deployment's return value from ``work_dir``. Given
+    ``{"data": ...}``, Prefect takes the file for an old-style record and unpickles the value,
+    whatever serializer the API names: such a file is refused, naming it; a list of finished
+    checkpoints is taken."""
+    work, marker = tmp_path.resolve(), tmp_path / "marker"
+    hostile = {"data": base64.encodebytes(pickle.dumps(TouchOnLoad(marker))).decode()}
+    read = _deployment_run(monkeypatch, work, json.dumps(hostile))
+    storage = {PREFECT_RESULTS_LOCAL_STORAGE_PATH: results_root(work)}  # as on the worker
+    with temporary_settings(storage), pytest.raises(ArtifactError) as excinfo:
+        read()
+    assert not marker.exists(), "the matcher's result was unpickled"
+    assert str(results_root(work) / "0123456789abcdef") in str(excinfo.value)
+
+    level = results_root(work) / "matcher-level" / "0a1b"
+    level.mkdir(parents=True)
+    assert _deployment_run(monkeypatch, work, json.dumps([str(level)]))() == [str(level)]
+    elsewhere = json.dumps([str(tmp_path)])  # not a matcher checkpoint of this work_dir
+    with pytest.raises(ArtifactError, match="not a finished matcher-level folder"):
+        _deployment_run(monkeypatch, work, elsewhere)()
+    suite_stats.add(SUITE, tried=2, held=2, lost=0)
