@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pathlib
 import pickle
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from prefect.testing.utilities import prefect_test_harness
 
 from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
+from tasks.cache_records import MAX_RECORD_BYTES, RecordRejected, verified_record
 from tasks.caching import RESULT_FILE, results_root
 from tests.flows.conftest import task_states
 from tests.reliability.conftest import SuiteStats
@@ -262,3 +264,31 @@ def test_a_hostile_matcher_deployment_result_builds_nothing(
     with pytest.raises(ArtifactError, match="not a finished matcher-level folder"):
         _deployment_run(monkeypatch, work, elsewhere)()
     suite_stats.add(SUITE, tried=2, held=2, lost=0)
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo", "oversized", "outside"])
+def test_a_record_that_is_no_plain_small_file_of_its_folder_is_refused(
+    tmp_path: Path, kind: str, suite_stats: SuiteStats
+) -> None:
+    """A link to another stage's good record, a FIFO (a plain read would block), a huge file,
+    a key outside the artifacts folder: refused before anything is parsed."""
+    root = tmp_path / "artifacts"
+    good, record = root / "label-index" / "a1", root / "vocabulary" / "b2" / RESULT_FILE
+    good.mkdir(parents=True)
+    record.parent.mkdir(parents=True)
+    body = _record(_json_serializer(), json.dumps(str(good)))
+    (good / RESULT_FILE).write_bytes(body)
+    assert json.loads(verified_record(root, f"label-index/a1/{RESULT_FILE}"))  # the good one
+    key = f"vocabulary/b2/{RESULT_FILE}"
+    if kind == "link":
+        record.symlink_to(good / RESULT_FILE)
+    elif kind == "fifo":
+        os.mkfifo(record)
+    elif kind == "oversized":
+        record.write_bytes(body[:-2] + b" " * MAX_RECORD_BYTES + b"}")
+    else:
+        key = f"../../{RESULT_FILE}"
+    with pytest.raises(RecordRejected) as excinfo:
+        verified_record(root, key)
+    assert "cache record rejected" in str(excinfo.value)
+    suite_stats.add(SUITE, tried=1, held=1, lost=0)
