@@ -34,7 +34,6 @@ from flows.runtime import configured, prefect_api
 from tasks.cache_records import MAX_RECORD_BYTES, RecordRejected, verified_record
 from tasks.caching import RESULT_FILE, results_root
 from tests.flows.conftest import task_states
-from tests.reliability.conftest import SuiteStats
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
@@ -166,7 +165,6 @@ def test_a_hostile_cache_record_runs_no_code_and_the_rerun_succeeds(
     corpus: Path,
     tmp_path: Path,
     damage: str,
-    suite_stats: SuiteStats,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     work = tmp_path / "work"
@@ -192,13 +190,10 @@ def test_a_hostile_cache_record_runs_no_code_and_the_rerun_succeeds(
     rewritten = json.loads(record.read_text())
     assert rewritten["metadata"]["serializer"] == _json_serializer()
     assert json.loads(rewritten["result"]) == str(folder)
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 @pytest.mark.usefixtures("prefect_server")
-def test_a_pickled_record_read_on_a_dask_worker_runs_no_code(
-    corpus: Path, tmp_path: Path, suite_stats: SuiteStats
-) -> None:
+def test_a_pickled_record_read_on_a_dask_worker_runs_no_code(corpus: Path, tmp_path: Path) -> None:
     """The tasks run on Dask workers, which get the flow's result storage from Prefect."""
     work, marker = tmp_path / "work", tmp_path / "marker"
     # one cluster for the three runs: its workers start with PREFECT_API_URL set, and keep
@@ -218,7 +213,6 @@ def test_a_pickled_record_read_on_a_dask_worker_runs_no_code(
     assert second == first
     assert states["fit-vocabulary"] == "Completed" and states["label-index"] == "Cached"
     assert json.loads(json.loads(record.read_text())["result"]) == first["vectorizer"]
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
 
 
 def _deployment_run(
@@ -242,7 +236,7 @@ def _deployment_run(
 
 
 def test_a_hostile_matcher_deployment_result_builds_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suite_stats: SuiteStats
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The train flow reads the matcher deployment's return value from ``work_dir``. Given
     ``{"data": ...}``, Prefect takes the file for an old-style record and unpickles the value,
@@ -263,12 +257,11 @@ def test_a_hostile_matcher_deployment_result_builds_nothing(
     elsewhere = json.dumps([str(tmp_path)])  # not a matcher checkpoint of this work_dir
     with pytest.raises(ArtifactError, match="not a finished matcher-level folder"):
         _deployment_run(monkeypatch, work, elsewhere)()
-    suite_stats.add(SUITE, tried=2, held=2, lost=0)
 
 
 @pytest.mark.parametrize("kind", ["link", "fifo", "oversized", "outside"])
 def test_a_record_that_is_no_plain_small_file_of_its_folder_is_refused(
-    tmp_path: Path, kind: str, suite_stats: SuiteStats
+    tmp_path: Path, kind: str
 ) -> None:
     """A link to another stage's good record, a FIFO (a plain read would block), a huge file,
     a key outside the artifacts folder: refused before anything is parsed."""
@@ -291,4 +284,3 @@ def test_a_record_that_is_no_plain_small_file_of_its_folder_is_refused(
     with pytest.raises(RecordRejected) as excinfo:
         verified_record(root, key)
     assert "cache record rejected" in str(excinfo.value)
-    suite_stats.add(SUITE, tried=1, held=1, lost=0)
