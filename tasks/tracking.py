@@ -293,7 +293,6 @@ def log_training_run(
     if not cfg.tracking.enabled:
         return {}
     import mlflow
-    from mlflow.entities import Metric, Param
 
     from xmc_core.serving.package import log_model
     from xmc_core.serving.registry_store import PROCESS_TAG, process_identity
@@ -304,8 +303,6 @@ def log_training_run(
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
     diagnostics = Path(diagnostics_dir)
-    summary = read_json(diagnostics / "diagnostics.json")
-    now = int(time.time() * 1000)
     with tracking_uri_scope(uri):
         client = tracking_client(uri)
         exp = experiment_id(client, cfg.tracking.experiment, uri)
@@ -315,21 +312,7 @@ def log_training_run(
         tags = run_tags(cfg, outputs) | {PROCESS_TAG: process_identity()}
         with mlflow.start_run(experiment_id=exp, run_name=name, tags=tags) as run:
             run_id = run.info.run_id
-            client.log_batch(
-                run_id,
-                params=[Param(k, v) for k, v in flatten_config(cfg).items()],
-                metrics=[
-                    Metric(k, v, now, s) for k, v, s in run_metrics(eval_dirs, timings, summary)
-                ],
-            )
-            client.log_text(run_id, cfg.to_yaml(), "config.yaml")
-            for split, folder in eval_dirs.items():
-                client.log_artifact(
-                    run_id, str(Path(folder) / "metrics.json"), f"evaluation/{split}"
-                )
-            client.log_artifact(run_id, str(diagnostics / "diagnostics.json"), "evaluation")
-            if (diagnostics / "plots").is_dir():
-                client.log_artifacts(run_id, str(diagnostics / "plots"), "plots")
+            _log_run_contents(client, run_id, cfg, eval_dirs, timings, diagnostics)
             registered = cfg.registry.model_name if cfg.registry.enabled else None
             info = log_model(
                 Path(outputs["model"]), cfg, registered_model_name=registered, reuse_identical=True
@@ -349,6 +332,32 @@ def log_training_run(
         "MLflow run %s (experiment %s), model %s version %s", run_id, exp, info.model_uri, version
     )
     return result
+
+
+def _log_run_contents(
+    client: Any,
+    run_id: str,
+    cfg: XmcConfig,
+    eval_dirs: dict[str, str],
+    timings: dict[str, float],
+    diagnostics: Path,
+) -> None:
+    """Params (the flattened config), metrics, ``config.yaml``, evaluation JSON and plots."""
+    from mlflow.entities import Metric, Param
+
+    summary = read_json(diagnostics / "diagnostics.json")
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        params=[Param(k, v) for k, v in flatten_config(cfg).items()],
+        metrics=[Metric(k, v, now, s) for k, v, s in run_metrics(eval_dirs, timings, summary)],
+    )
+    client.log_text(run_id, cfg.to_yaml(), "config.yaml")
+    for split, folder in eval_dirs.items():
+        client.log_artifact(run_id, str(Path(folder) / "metrics.json"), f"evaluation/{split}")
+    client.log_artifact(run_id, str(diagnostics / "diagnostics.json"), "evaluation")
+    if (diagnostics / "plots").is_dir():
+        client.log_artifacts(run_id, str(diagnostics / "plots"), "plots")
 
 
 def _default_run_name(cfg: XmcConfig) -> str:
