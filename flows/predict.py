@@ -32,9 +32,9 @@ from tasks.predict import (
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.entry import run_command
+from xmc_core.entry import run_command, whole_count
 from xmc_core.errors import InputError
-from xmc_core.serving.resolve import is_uri
+from xmc_core.serving.resolve import find_model_folder, is_uri
 
 
 @flow(name="predict-pipeline", log_prints=True)
@@ -79,6 +79,15 @@ def _abs(path: str) -> str:
     return str(Path(path).resolve())
 
 
+def _check_inputs(model: str, source: str) -> None:
+    """A missing model folder or source is one clear error before Prefect starts (a URI is
+    resolved inside the flow)."""
+    if not is_uri(model):
+        find_model_folder(Path(model).resolve(), model)
+    if not Path(source).exists():
+        raise InputError(source, "no such dataset folder or text file", "check the path")
+
+
 def main(argv: list[str] | None = None) -> str:
     """Command line: run the predict flow."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -86,12 +95,13 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("source", help="dataset folder, or a text file (one document a line)")
     parser.add_argument("output", help="Parquet file to write")
     parser.add_argument("--split", default="test", help="split of a dataset folder")
-    parser.add_argument("--topk", type=int, help="override the model's top-k")
-    parser.add_argument("--beam-size", type=int, help="override the model's beam size")
+    parser.add_argument("--topk", type=whole_count, help="override the model's top-k")
+    parser.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     checked_config(args.config, args.overrides)
+    _check_inputs(args.model, args.source)
     start = time.perf_counter()
     with prefect_api():
         result = predict(

@@ -32,7 +32,7 @@ from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.entry import run_command
+from xmc_core.entry import run_command, whole_count
 
 _S = argparse.SUPPRESS
 
@@ -128,19 +128,8 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", help="split of a dataset folder (default: test)")
-    p.add_argument("--beam-size", type=_count, help="override the model's beam size")
-    p.add_argument("--topk", type=_count, help="override the model's top-k")
-
-
-def _count(text: str) -> int:
-    """A whole number >= 1 (argparse turns the ValueError into a usage error, exit status 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+    p.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
+    p.add_argument("--topk", type=whole_count, help="override the model's top-k")
 
 
 def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ exit status 2, with no traceback. Any other exception is a bug and keeps its tra
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import sys
@@ -93,3 +94,15 @@ def run_command(command: Callable[[], object], writing: Path | str | None = None
         print(f"error: {text}", file=sys.stderr)
         return EXIT_ERROR
     return 0
+
+
+def whole_count(text: str) -> int:
+    """An argparse ``type``: a whole number >= 1 (a top-k, a beam size); anything else is a
+    usage error (exit status 2) before any work starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value

@@ -130,6 +130,17 @@ def test_bad_counts_refused_at_argument_time(
     assert sorted(tmp_path.iterdir()) == []
 
 
+def test_flow_predict_refuses_bad_counts_and_a_missing_model_before_prefect(tmp_path: Path) -> None:
+    args = ["-m", "flows.predict", str(tmp_path / "m"), str(tmp_path / "s"), "out.parquet"]
+    proc = run([*args, "--topk", "-3"], cwd=tmp_path, env=_env(PREFECT_HOME=str(tmp_path / "p")))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "argument --topk: must be a whole number >= 1, got '-3'" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]  # Prefect's home, made on import
+    proc = run([*args, "--topk", "3"], cwd=tmp_path, env=_env(PREFECT_HOME=str(tmp_path / "p")))
+    assert_clear_error(proc, "no such model folder", "xmc train")
+    assert "Starting temporary server" not in proc.stderr  # refused before Prefect starts
+
+
 # --- a full disk: ingest, train, predict ------------------------------------------------------
 
 
