@@ -72,7 +72,9 @@ def produce(
 ) -> Iterator[Path | None]:
     """Yield a temporary folder to write the artifact into, or None if it is already complete.
 
-    The folder is renamed into place only when the block finishes without error.
+    The folder is renamed into place only when the block finishes without error. A run that
+    finds another run writing the same artifact (two flows on one ``work_dir``) waits for it
+    on the writer lock and then reuses its folder instead of computing it again.
     """
     out = artifact_dir(work_dir, stage, key)
     if is_complete(out):
@@ -80,6 +82,17 @@ def produce(
         yield None
         return
     start = time.perf_counter()
-    with atomic_dir(out, overwrite=True) as tmp:
-        yield tmp
+    try:
+        with atomic_dir(out, overwrite=True, wait=True) as tmp:
+            if is_complete(out):  # finished by the writer this run waited for
+                raise _FinishedMeanwhile
+            yield tmp
+    except _FinishedMeanwhile:
+        logger.info("%s: reusing %s, finished by another run meanwhile", stage, out)
+        yield None
+        return
     logger.info("%s: wrote %s in %.2f s", stage, out, time.perf_counter() - start)
+
+
+class _FinishedMeanwhile(Exception):
+    """Leaves :func:`produce`'s writer block unpublished: another run wrote the artifact."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.caching import produce
 from xmc_core import folder_swap
 from xmc_core.artifacts import read_meta, write_meta
 from xmc_core.atomic import atomic_dir
@@ -167,6 +169,7 @@ def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(tmp_path: Path) -> N
 KILLER = """
 import errno, os, signal, sys
 from pathlib import Path
+from tasks.caching import produce
 from xmc_core import folder_swap
 from xmc_core.artifacts import write_meta
 from xmc_core.atomic import atomic_dir
@@ -333,3 +336,36 @@ def test_renameat2_swaps_and_refuses_on_this_filesystem(fs_dir: Path) -> None:
         folder_swap._renameat2(a, b, folder_swap.RENAME_NOREPLACE)
     folder_swap._renameat2(a, tmp_path / "c", folder_swap.RENAME_NOREPLACE)
     assert sorted(os.listdir(tmp_path)) == ["b", "c"]
+
+
+def test_two_runs_producing_one_stage_at_once_share_the_first_result(tmp_path: Path) -> None:
+    """Two flows on one work_dir computing the same stage: the second waits for the first and
+    reuses its folder (it neither fails on the writer lock nor writes the folder again)."""
+    log = logging.getLogger("test")
+    inside, release, got = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with produce(tmp_path, "stage", "key", log) as tmp:
+            assert tmp is not None
+            (tmp / "out.txt").write_text("first")
+            inside.set()
+            release.wait(30)
+
+    def second() -> None:
+        with produce(tmp_path, "stage", "key", log) as tmp:
+            got.append(tmp)
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert inside.wait(30)
+    t2 = threading.Thread(target=second)
+    t2.start()
+    t2.join(0.5)
+    assert t2.is_alive() and got == []  # waiting on the first writer, not failing
+    release.set()
+    t1.join(30)
+    t2.join(30)
+    assert got == [None]  # reused the first run's folder
+    out = tmp_path / "artifacts" / "stage" / "key"
+    assert (out / "out.txt").read_text() == "first"
+    assert hidden(out.parent) == []
