@@ -81,9 +81,9 @@ class CacheRecords(LocalFileSystem):
         """Write ``content`` atomically (Prefect's own write leaves a torn file on a crash),
         replacing a link at ``path`` rather than the file it points to."""
         target = self._resolve_path(str(PurePath(path).parent)) / PurePath(path).name
-        if target.exists() and not target.is_file():
+        if not target.is_symlink() and target.exists() and not target.is_file():
             raise ValueError(f"Path {target} already exists and is not a file.")
-        return str(write_bytes(target, content))
+        return str(write_bytes(target, content, follow_links=False))
 
     async def awrite_path(self, path: str, content: bytes) -> str:
         return self.write_path(path, content)

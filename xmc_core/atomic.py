@@ -62,7 +62,7 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_file(target: str | Path) -> Iterator[Path]:
+def atomic_file(target: str | Path, follow_links: bool = True) -> Iterator[Path]:
     """Yield a temporary path to write; once the block succeeds its content becomes ``target``.
 
     How depends on what ``target`` is (checked with ``lstat``, never renamed over):
@@ -75,20 +75,25 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
       the process's own descriptor where the link names one. Not atomic (a kill during the
       copy leaves part of it); the temporary lives in the system's temporary folder;
     - a folder: InputError.
+
+    With ``follow_links`` false, a symbolic link at ``target`` is itself replaced by the file
+    (for files only xmc writes, e.g. cache records, where a link can only have been planted).
     """
     target = Path(target)
-    streamed, path = _file_target(target)
+    streamed, path = _file_target(target, follow_links)
     with _streamed(path) if streamed else _renamed(path) as tmp:
         yield tmp
 
 
-def _file_target(target: Path) -> tuple[bool, Path]:
+def _file_target(target: Path, follow_links: bool) -> tuple[bool, Path]:
     """(whether to copy into it rather than rename onto it, the path to write)."""
     try:
         st = os.lstat(target)
     except FileNotFoundError:
         return False, target
     path = target
+    if stat.S_ISLNK(st.st_mode) and not follow_links:
+        return False, target
     if stat.S_ISLNK(st.st_mode):
         if _proc_link(target):
             return True, target
@@ -164,9 +169,9 @@ def _open_stream(target: Path) -> BinaryIO:
         raise InputError(target, f"cannot be written ({err.strerror})", "give a file path") from err
 
 
-def write_bytes(target: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``target`` atomically."""
-    with atomic_file(target) as tmp:
+def write_bytes(target: str | Path, data: bytes, follow_links: bool = True) -> Path:
+    """Write ``data`` to ``target`` atomically (``follow_links``: see :func:`atomic_file`)."""
+    with atomic_file(target, follow_links) as tmp:
         tmp.write_bytes(data)
     return Path(target)
 

@@ -31,7 +31,12 @@ from prefect.testing.utilities import prefect_test_harness
 
 from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
-from tasks.cache_records import MAX_RECORD_BYTES, RecordRejected, verified_record
+from tasks.cache_records import (
+    MAX_RECORD_BYTES,
+    CacheRecords,
+    RecordRejected,
+    verified_record,
+)
 from tasks.caching import RESULT_FILE, results_root
 from tests.flows.conftest import task_states
 from xmc_core.config import XmcConfig
@@ -284,3 +289,18 @@ def test_a_record_that_is_no_plain_small_file_of_its_folder_is_refused(
     with pytest.raises(RecordRejected) as excinfo:
         verified_record(root, key)
     assert "cache record rejected" in str(excinfo.value)
+
+
+def test_writing_a_record_replaces_a_planted_link_not_the_file_it_points_to(
+    tmp_path: Path,
+) -> None:
+    """A link planted at a record's path must not make Prefect's write land outside the
+    artifacts folder: the link itself is replaced by the record."""
+    root, outside = tmp_path / "artifacts", tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    record = root / "vocabulary" / "b2" / RESULT_FILE
+    record.parent.mkdir(parents=True)
+    record.symlink_to(outside)
+    CacheRecords(basepath=str(root)).write_path(f"vocabulary/b2/{RESULT_FILE}", b"record")
+    assert outside.read_text() == "keep me"
+    assert not record.is_symlink() and record.read_bytes() == b"record"
