@@ -36,6 +36,7 @@ from xmc_core.artifacts import read_meta
 from xmc_core.config import XmcConfig
 from xmc_core.fingerprint import code_fingerprint, path_fingerprint
 from xmc_core.report import read_json
+from xmc_core.serving.registry_store import sqlite_path, tracking_client
 
 MAX_PARAM_LENGTH = 500
 """Longest parameter value logged (MLflow's historical limit; longer values are cut)."""
@@ -163,18 +164,6 @@ def tracking_uri_scope(uri: str) -> Iterator[str]:
             os.environ["MLFLOW_TRACKING_URI"] = previous_env
 
 
-def tracking_client(uri: str) -> Any:
-    """An ``MlflowClient`` for tracking and registry at ``uri``, once the store's schema exists:
-    processes opening a brand-new SQLite store at once would race on creating its tables, so
-    they are created first, by one process at a time (``registry_store.ensure_schema``)."""
-    from mlflow import MlflowClient
-
-    from xmc_core.serving.registry_store import ensure_schema
-
-    ensure_schema(uri)
-    return MlflowClient(tracking_uri=uri, registry_uri=uri)
-
-
 def experiment_id(client: Any, name: str, tracking_uri: str) -> str:
     """Id of experiment ``name``, created if missing (restored if deleted). With a SQLite
     store its artifacts go to ``artifacts/`` beside the database, not ``./mlruns``."""
@@ -204,14 +193,6 @@ def reconcile_before_run(cfg: XmcConfig, client: Any, experiment: str) -> list[s
     if cfg.registry.enabled:
         return reconcile(cfg, [experiment])
     return close_stuck_runs(client, [], [experiment], datetime.now(UTC).isoformat())
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///PATH`` URI (None for other stores)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri[len("sqlite:///") :].split("?")[0]
-    return None if path in ("", ":memory:") else Path(path)
 
 
 def run_url(tracking_uri: str, experiment: str, run_id: str) -> str | None:

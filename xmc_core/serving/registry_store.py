@@ -68,7 +68,7 @@ def ensure_schema(uri: str) -> None:
     ``flock`` of ``PATH.lock``, before any client uses it: processes opening a brand-new
     database at once otherwise race on MLflow's schema (``table ... already exists``).
     Other stores: nothing to do. Done once per process and URI."""
-    db = _sqlite_file(uri)
+    db = sqlite_path(uri)
     if db is None or uri in _SCHEMA_READY:
         return
     from mlflow.tracking._model_registry import utils as registry_utils
@@ -85,7 +85,17 @@ def ensure_schema(uri: str) -> None:
         _SCHEMA_READY.add(uri)
 
 
-def _sqlite_file(uri: str) -> Path | None:
+def tracking_client(uri: str) -> MlflowClient:
+    """An ``MlflowClient`` for tracking and registry at ``uri``, once its schema exists
+    (:func:`ensure_schema`)."""
+    from mlflow import MlflowClient
+
+    ensure_schema(uri)
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` URI (None for other stores)."""
     if not uri.startswith("sqlite:///"):
         return None
     path = uri[len("sqlite:///") :].split("?")[0]
@@ -157,13 +167,10 @@ class RegistryStore:
     """Alias, versions, tags and alias history of ``cfg.registry.model_name``."""
 
     def __init__(self, cfg: XmcConfig) -> None:
-        from mlflow import MlflowClient
-
         self.uri = cfg.tracking_uri()
         self.name = cfg.registry.model_name
         self.alias = cfg.registry.alias
-        ensure_schema(self.uri)
-        self.client: MlflowClient = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+        self.client = tracking_client(self.uri)
 
     def require_version(self, version: str | int) -> str:
         """``version`` as a string, checked to exist; ``InputError`` naming the versions if not."""

@@ -140,15 +140,12 @@ def resolve_uri(uri: str, tracking_uri: str) -> ResolvedUri:
     find the artifact location behind it (the registry is asked with ``tracking_uri``, never
     with MLflow's process-wide default). ``models:/`` and ``runs:/`` URIs are parsed with
     MLflow's own parsers; a sub-path after the model must stay inside its artifacts."""
-    from mlflow import MlflowClient
-
-    from xmc_core.serving.registry_store import ensure_schema
+    from xmc_core.serving.registry_store import tracking_client
 
     scheme = urllib.parse.urlparse(uri).scheme
     if scheme not in ("models", "runs"):
         return ResolvedUri(uri, (tracking_uri, uri))  # a plain artifact location
-    ensure_schema(tracking_uri)
-    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    client = tracking_client(tracking_uri)
     if scheme == "runs":
         run_id, sub = _split_runs_uri(uri)
         return ResolvedUri(_run_location(client, run_id, sub, uri), (tracking_uri, uri))
