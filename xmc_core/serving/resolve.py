@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xmc_core.artifacts import read_meta
+from xmc_core.atomic import write_text
 from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError, InputError, XmcError
 
@@ -89,10 +90,12 @@ def local_model_dir(model: str | Path, cfg: XmcConfig) -> Path:
     resolved = resolve_uri(str(model), tracking_uri)
     target = cfg.mlflow_dir() / CACHE_DIR_NAME / resolved.cache_key()
     if target.is_dir():
-        problem = _copy_problem(target, str(model))
-        if problem is None:
-            return find_model_folder(target, shown=str(model))
-        _quarantine(target, str(model), problem)
+        try:
+            folder = find_model_folder(target, shown=str(model))
+            verify_model_tree(folder)
+            return folder
+        except XmcError as err:
+            _quarantine(target, str(model), _first_line(err))
     _download(resolved.download_uri, target, tracking_uri, str(model))
     return find_model_folder(target, shown=str(model))
 
@@ -108,15 +111,6 @@ def verify_model_tree(folder: Path) -> None:
             pending.append((path / name, _meta_class(path / name / "meta.json") or "?"))
 
 
-def _copy_problem(target: Path, shown: str) -> str | None:
-    """Why the cached copy ``target`` cannot be used (None: it is complete and intact)."""
-    try:
-        verify_model_tree(find_model_folder(target, shown=shown))
-    except XmcError as err:
-        return str(err).splitlines()[0]
-    return None
-
-
 def _quarantine(target: Path, shown: str, problem: str) -> None:
     """Move the damaged cached copy ``target`` to ``<cache>/quarantine/<key>-<UTC time>-<pid>``
     (kept for inspection, never deleted), with the reason in ``REASON.txt`` beside it."""
@@ -128,7 +122,7 @@ def _quarantine(target: Path, shown: str, problem: str) -> None:
     except FileNotFoundError:
         return  # another process moved it aside first
     reason = f"{shown}: cached copy {target} set aside: {problem}\n"
-    (dest.parent / f"{dest.name}.REASON.txt").write_text(reason, encoding="utf-8")
+    write_text(dest.parent / f"{dest.name}.REASON.txt", reason)
     log.warning(
         "the serving-cache copy of %s is damaged (%s): moved to quarantine %s; downloading again",
         shown, problem, dest,
