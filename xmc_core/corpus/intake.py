@@ -99,8 +99,8 @@ def take_in(
     ``base_dataset``: the corpus to merge into when the store has no current corpus yet. A batch
     left open by an interrupted run (see :func:`read_batch`) is finished first: its merged
     corpus is the base, in both modes, so no drop it already archived is lost. Any error of one
-    drop (bad input, or an unexpected exception while examining, ingesting or merging it)
-    quarantines that drop with the error as its reason; the other drops go on.
+    drop (bad input, or an unexpected exception while examining or ingesting it, or a merge
+    error naming it) quarantines that drop with the error as its reason; the other drops go on.
     """
     folders.store.mkdir(parents=True, exist_ok=True)
     result = IntakeResult(corpus=None)
@@ -209,21 +209,18 @@ def _commit(
     """Record the batch, make ``merged`` current, archive its drops, close the batch."""
     names = [drop.name for drop, _ in staged]
     earlier = [] if batch is None else list(batch["drops"])
-    write_json(
-        folders.store / BATCH_FILE,
-        {
-            "state": "open",
-            "corpus": merged.name,
-            "drops": earlier + [n for n in names if n not in earlier],
-            "opened_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        },
-    )
+    record = {
+        "state": "open",
+        "corpus": merged.name,
+        "drops": earlier + [n for n in names if n not in earlier],
+        "opened_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    write_json(folders.store / BATCH_FILE, record)
     set_current_corpus(folders.store, merged)
     for drop, _ in staged:
         archive(drop.path, folders.archive)
         result.ingested.append(drop.name)
-    closed = read_json(folders.store / BATCH_FILE) | {"state": "closed"}
-    write_json(folders.store / BATCH_FILE, closed)
+    write_json(folders.store / BATCH_FILE, record | {"state": "closed"})
 
 
 def read_batch(store: Path) -> dict[str, Any] | None:
