@@ -48,11 +48,8 @@ def take_in_drops(cfg: XmcConfig, work_dir: str) -> dict[str, Any]:
     log.info("taking in drops from %s (mode %s)", folders.landing, cfg.retrain.mode)
     policies = Policies(on_empty=cfg.retrain.on_empty, on_unlabeled=cfg.retrain.on_unlabeled)
     base = None if cfg.data.dataset is None else Path(cfg.data.dataset).resolve()
+    # each quarantined or stuck drop is logged by take_in itself (xmc_core reaches the run log)
     result = intake.take_in(folders, cfg.retrain.mode, policies, cfg.data.rows_per_group, base)
-    for q in result.quarantined:
-        log.warning("quarantined %s -> %s:\n%s", q["name"], q["to"], q["reason"])
-    for q in result.stuck:
-        log.error("could not quarantine %s (%s):\n%s", q["name"], q["error"], q["reason"])
     record = result.to_dict()
     create_markdown_artifact(
         f"# xmc intake\n\n{intake_section(record)}\n", key=INTAKE_KEY, description="xmc intake"

@@ -287,8 +287,7 @@ def log_training_run(
     with tracking_uri_scope(uri):
         client = tracking_client(uri)
         exp = experiment_id(client, cfg.tracking.experiment, uri)
-        for note in reconcile_before_run(cfg, client, exp):
-            log.warning("reconciled: %s", note)
+        reconcile_before_run(cfg, client, exp)  # each repair is logged where it is made
         name = cfg.tracking.run_name or _default_run_name(cfg)
         tags = run_tags(cfg, outputs) | {PROCESS_TAG: process_identity()}
         with mlflow.start_run(experiment_id=exp, run_name=name, tags=tags) as run:

@@ -57,6 +57,7 @@ def reconcile_locked(store: RegistryStore, experiment_ids: Iterable[str] = ()) -
     versions = store.model_versions()
     run_ids = sorted({str(v.run_id) for v in versions if v.run_id})
     notes = close_stuck_runs(store.client, run_ids, list(experiment_ids), now)
+    n_runs = len(notes)  # logged by close_stuck_runs
     holder = store.holder()
     alias = f"{store.name}@{store.alias}"
     for version in versions:
@@ -73,7 +74,7 @@ def reconcile_locked(store: RegistryStore, experiment_ids: Iterable[str] = ()) -
                 f"not evaluated (reconciled {now})"
             )
             notes.append(_decide(store, number, "abandoned", reason, now))
-    for note in notes:
+    for note in notes[n_runs:]:
         log.warning("registry reconciled: %s", note)
     return notes
 
@@ -104,6 +105,7 @@ def close_stuck_runs(
         client.set_tag(run_id, RECONCILED_TAG, why)
         client.set_terminated(run_id, "KILLED")
         notes.append(f"run {run_id} {why}")
+        log.warning("registry reconciled: %s", notes[-1])
     return notes
 
 
