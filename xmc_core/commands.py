@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from xmc_core.atomic import atomic_dir, atomic_file, write_json
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.errors import InputError, XmcError
 from xmc_core.folder_swap import check_dir_target
 from xmc_core.metrics import format_metrics
@@ -25,7 +26,6 @@ from xmc_core.pipeline import (
     model_split,
     train_model,
 )
-from xmc_core.predictions import iter_doc_lines
 from xmc_core.text_model import XmcModel
 
 _BATCH = 10_000

@@ -11,10 +11,9 @@ Within a document, labels are ordered by score (highest first), ties by label co
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -96,49 +95,6 @@ def predict_lines(
     """Predictions of ``(line number, text)`` pairs; document ids are ``line-N``."""
     ids = [f"line-{lineno}" for lineno, _ in lines]
     return predictions_table(ids, model.labels, model.predict([t for _, t in lines], topk, beam))
-
-
-_PIECE = 1 << 20
-"""Bytes read at a time from the rest of a line past the per-document cap."""
-
-
-def _whole_chars(raw: bytes) -> bytes:
-    """``raw`` without a UTF-8 character cut off at its end."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 != 0x80:  # the first byte of the last character
-            size = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return raw if size <= back else raw[:-back]
-    return raw
-
-
-def capped_line(fh: BinaryIO, max_chars: int | None) -> bytes | None:
-    """The next line of ``fh`` (None at the end), its ending dropped.
-
-    With ``max_chars``, a line is kept to its first ``4 * max_chars + 4`` bytes (whole
-    characters: still more than ``max_chars`` characters, so the model's cap notices the cut);
-    the rest is read in pieces and dropped, so one huge line is never held in memory.
-    """
-    limit = -1 if max_chars is None else 4 * max_chars + 4
-    raw = fh.readline(limit)
-    if not raw:
-        return None
-    if limit < 0 or len(raw) < limit or raw.endswith(b"\n"):
-        return strip_newline(raw)
-    while (rest := fh.readline(_PIECE)) and not rest.endswith(b"\n"):
-        pass
-    return _whole_chars(raw)
-
-
-def iter_doc_lines(
-    fh: BinaryIO, name: str | Path, max_chars: int | None
-) -> Iterator[tuple[int, str]]:
-    """``(line number from 1, text)`` of a binary stream of documents, one a line, strictly
-    UTF-8 (errors name ``name``), each cut as :func:`capped_line` does."""
-    lineno = 0
-    while (raw := capped_line(fh, max_chars)) is not None:
-        lineno += 1
-        yield lineno, decode_line(name, lineno, raw)
 
 
 @dataclass(frozen=True)

@@ -272,7 +272,7 @@ def test_error_text_sorts_expected_failures_from_bugs() -> None:
 def test_capped_lines_skip_the_rest_of_a_huge_line() -> None:
     import io
 
-    from xmc_core.predictions import iter_doc_lines
+    from xmc_core.corpus.importers.textio import iter_doc_lines
 
     huge = "é" * 50 + "x" * 5000  # cut after 4 * 10 + 4 bytes: 22 whole "é" (2 bytes each)
     data = f"short\n{huge}\r\nlast é\n".encode()

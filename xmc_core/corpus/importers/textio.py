@@ -2,7 +2,8 @@
 
 Files are read in binary and split on ``\\n`` only, so a stray ``\\r``, form feed or Unicode line
 separator inside a document never splits it. Each line is decoded strictly as UTF-8; a UTF-8 BOM
-on line 1 is dropped. Only one line per file is held in memory at a time.
+on line 1 is dropped. Only one line per file is held in memory at a time; documents to predict
+(:func:`iter_doc_lines`) hold at most the per-document cap of a longer line.
 """
 
 from __future__ import annotations
@@ -59,6 +60,49 @@ def iter_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int,
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             yield lineno, decode_line(path, lineno, raw if keep_ends else strip_newline(raw))
+
+
+_PIECE = 1 << 20
+"""Bytes read at a time from the rest of a line past the per-document cap."""
+
+
+def _whole_chars(raw: bytes) -> bytes:
+    """``raw`` without a UTF-8 character cut off at its end."""
+    for back in range(1, min(4, len(raw)) + 1):
+        byte = raw[-back]
+        if byte & 0xC0 != 0x80:  # the first byte of the last character
+            size = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return raw if size <= back else raw[:-back]
+    return raw
+
+
+def capped_line(fh: BinaryIO, max_chars: int | None) -> bytes | None:
+    """The next line of ``fh`` (None at the end), its ending dropped.
+
+    With ``max_chars``, a line is kept to its first ``4 * max_chars + 4`` bytes (whole
+    characters: still more than ``max_chars`` characters, so the model's cap notices the cut);
+    the rest is read in pieces and dropped, so one huge line is never held in memory.
+    """
+    limit = -1 if max_chars is None else 4 * max_chars + 4
+    raw = fh.readline(limit)
+    if not raw:
+        return None
+    if limit < 0 or len(raw) < limit or raw.endswith(b"\n"):
+        return strip_newline(raw)
+    while (rest := fh.readline(_PIECE)) and not rest.endswith(b"\n"):
+        pass
+    return _whole_chars(raw)
+
+
+def iter_doc_lines(
+    fh: BinaryIO, name: str | Path, max_chars: int | None
+) -> Iterator[tuple[int, str]]:
+    """``(line number from 1, text)`` of a binary stream of documents, one a line, strictly
+    UTF-8 (errors name ``name``), each cut as :func:`capped_line` does."""
+    lineno = 0
+    while (raw := capped_line(fh, max_chars)) is not None:
+        lineno += 1
+        yield lineno, decode_line(name, lineno, raw)
 
 
 def iter_parallel(paths: Sequence[str | Path]) -> Iterator[tuple[int, list[str]]]:
