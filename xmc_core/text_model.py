@@ -91,7 +91,11 @@ class XmcModel:
             capped = pc.utf8_slice_codeunits(texts, 0, cap) if n_long else texts
         else:
             n_long = sum(1 for t in texts if t is not None and len(t) > cap)
-            capped = [t[:cap] if t is not None and len(t) > cap else t for t in texts]
+            capped = (
+                [t[:cap] if t is not None and len(t) > cap else t for t in texts]
+                if n_long
+                else texts
+            )
         if n_long and not self._cut_logged:
             self._cut_logged = True
             log.warning(

@@ -48,9 +48,7 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
                 "rename the copies",
             )
         _check_parquet_types(part, pf.schema_arrow, options)
-    wanted = [
-        n for n in names if n in {options.id_column, options.text_column, options.labels_column}
-    ]
+    wanted = [n for n in names if n in roles]
 
     def records() -> Records:
         row = 0
