@@ -28,7 +28,7 @@ from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
 from xmc_core.serving.registry_store import (
     PROCESS_TAG,
-    filter_value,
+    RegistryStore,
     process_identity,
     registry_lock,
 )
@@ -144,17 +144,18 @@ def register_version(
     the registration run under the registry lock of ``name``."""
     fingerprint = model_fingerprint(folder)
     registry = cfg.registry.model_copy(update={"model_name": name})
-    with registry_lock(cfg.model_copy(update={"registry": registry})):
-        if reuse_identical and (same := _identical_version(name, fingerprint)) is not None:
+    named = cfg.model_copy(update={"registry": registry})
+    with registry_lock(named):
+        if reuse_identical and (same := _identical_version(named, fingerprint)) is not None:
             log.info("model %s is version %d of %s already: no new version", folder, same, name)
             return same
         tags = {FINGERPRINT_TAG: fingerprint, PROCESS_TAG: process_identity()}
         return int(mlflow.register_model(info.model_uri, name, tags=tags).version)
 
 
-def _identical_version(name: str, fingerprint: str) -> int | None:
-    """The newest version of ``name`` tagged with ``fingerprint`` (None: none)."""
-    quoted = filter_value(name)
-    found = mlflow.MlflowClient().search_model_versions(f"name = {quoted}") if quoted else []
+def _identical_version(cfg: XmcConfig, fingerprint: str) -> int | None:
+    """The newest version of ``cfg.registry.model_name`` tagged with ``fingerprint`` (None:
+    none)."""
+    found = RegistryStore(cfg).model_versions()
     same = [int(v.version) for v in found if v.tags.get(FINGERPRINT_TAG) == fingerprint]
     return max(same, default=None)
