@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-
-def xmc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "xmc_core.cli", *args], capture_output=True, text=True, timeout=600
-    )
-
-
-def write_lines(src: Path, labels: str = "a,b\nb\n") -> Path:
-    src.mkdir()
-    for split in ("train", "test"):
-        (src / f"{split}_texts.txt").write_text("first doc\nsecond doc\n")
-        (src / f"{split}_labels.txt").write_text(labels)
-    return src
+from tests.cli_helpers import write_lines, xmc
 
 
 def test_ingest_then_info(tmp_path: Path) -> None:

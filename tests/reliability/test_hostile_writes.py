@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tasks.caching import produce
+from tests.cli_helpers import write_lines, xmc
 from xmc_core import folder_swap
 from xmc_core.artifacts import read_meta, write_meta
 from xmc_core.atomic import atomic_dir
@@ -39,11 +40,6 @@ SUITE = "hostile-writes"
 def hidden(parent: Path) -> list[str]:
     """Hidden names (temporaries, locks, journals) left in ``parent``."""
     return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
-
-
-def xmc(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "xmc_core.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
 @pytest.fixture(params=["renameat2", "fallback"])
@@ -118,11 +114,7 @@ def test_a_waiting_writer_replaces_only_after_the_first_finished(
 
 
 def test_two_ingests_into_one_destination_the_second_exits_2(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    for split in ("train", "test"):
-        (src / f"{split}_texts.txt").write_text("first doc\nsecond doc\n")
-        (src / f"{split}_labels.txt").write_text("a,b\nb\n")
+    src = write_lines(tmp_path / "src")
     dest = tmp_path / "ds"
     holder = (  # the first writer: holds the destination until told to finish
         "import sys\nfrom xmc_core.atomic import atomic_dir\n"
@@ -169,7 +161,6 @@ def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(tmp_path: Path) -> N
 KILLER = """
 import errno, os, signal, sys
 from pathlib import Path
-from tasks.caching import produce
 from xmc_core import folder_swap
 from xmc_core.artifacts import write_meta
 from xmc_core.atomic import atomic_dir
@@ -234,11 +225,7 @@ def test_a_sigkill_during_overwrite_leaves_old_or_new(
 
 def test_a_dataset_open_finishes_an_interrupted_swap(tmp_path: Path) -> None:
     """The state a kill between the fallback's two renames leaves, made by hand."""
-    src = tmp_path / "src"
-    src.mkdir()
-    for split in ("train", "test"):
-        (src / f"{split}_texts.txt").write_text("one\n")
-        (src / f"{split}_labels.txt").write_text("a\n")
+    src = write_lines(tmp_path / "src", labels="a\n", texts="one\n")
     store = tmp_path / "store"
     store.mkdir()
     assert xmc("ingest", "lines", str(src), str(store / "ds")).returncode == 0
