@@ -104,8 +104,8 @@ def _install(audit_log):
         os.kill(os.getpid(), signal.SIGKILL)  # a Dask worker dies with its task
 
     @contextlib.contextmanager
-    def atomic_file(target):
-        with original(target) as tmp:
+    def atomic_file(target, *args, **kwargs):
+        with original(target, *args, **kwargs) as tmp:
             yield tmp
         hold(Path(target))
 
