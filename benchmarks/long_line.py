@@ -55,7 +55,7 @@ def huge_line(dataset: Path, mb: int) -> str:
 def measure(model: Path, source: Path, out: Path) -> dict[str, float]:
     cmd = [sys.executable, "-m", "xmc_core.cli", "predict", str(model), str(source), str(out)]
     res = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True)
-    rc, wall, kb = res.stdout.split()
+    rc, wall, kb = res.stdout.strip().splitlines()[-1].split()  # after the child's own lines
     if int(rc) != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {rc}: {res.stderr[-2000:]}")
     return {"peak_rss_mb": int(kb) / 1024, "wall_s": float(wall)}
