@@ -9,45 +9,22 @@ import argparse
 import sys
 from pathlib import Path
 
-from prefect import flow, unmapped
+from prefect import flow
 
 from flows.runtime import checked_config, configured, prefect_api
-from tasks.featurize import assemble_split, count_terms, featurize_partition, fit_vocabulary
-from tasks.labels import label_features, label_index
+from flows.stage_runner import PrefectRunner
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.schema import SPLITS
 from xmc_core.entry import run_command
+from xmc_core.families.featurize import featurize_graph
 
 
 def featurize_stages(corpus_dir: str, cfg: XmcConfig) -> dict[str, str]:
-    """Submit every featurization task; returns the artifact folder of each output.
-
-    Keys: ``vectorizer``, ``label_index``, ``label_features``, ``train``, ``test``.
-    """
-    corpus = Corpus(corpus_dir)
-    work = str(Path(cfg.work_dir).resolve())
-    refs = {s: corpus.partitions(s) for s in SPLITS}
-    counts = {
-        s: count_terms.map(corpus_dir, refs[s], unmapped(cfg.tokenizer), unmapped(work))
-        for s in SPLITS
-    }
-    vocab = fit_vocabulary.submit(counts["train"], cfg.tfidf, cfg.tokenizer, work)
-    index = label_index.submit(corpus_dir, work)
-    parts = {
-        s: featurize_partition.map(
-            corpus_dir, refs[s], counts[s], unmapped(vocab), unmapped(index), unmapped(work)
-        )
-        for s in SPLITS
-    }
-    z = label_features.submit(parts["train"], vocab, index, corpus_dir, cfg.label_features, work)
-    splits = {s: assemble_split.submit(parts[s], s, work) for s in SPLITS}
-    return {
-        "vectorizer": vocab.result(),
-        "label_index": index.result(),
-        "label_features": z.result(),
-        **{s: splits[s].result() for s in SPLITS},
-    }
+    """The featurize graph (``xmc_core.families.featurize``) as cached tasks; returns the
+    artifact folder of each output: ``vectorizer``, ``label_index``, ``label_features``,
+    ``train``, ``test``."""
+    run = PrefectRunner(Path(cfg.work_dir))
+    return run.paths(featurize_graph(run, run.source(Corpus, corpus_dir), cfg))
 
 
 @flow(name="featurize-pipeline", log_prints=True)

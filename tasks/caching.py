@@ -1,29 +1,26 @@
-"""Content-addressed artifacts and the Prefect cache keys that point at them.
+"""Prefect cache keys for the tasks outside the stage graph (batch prediction, diagnostics,
+the synthetic corpus); the stage graph's tasks are made by :mod:`tasks.stage_task`.
 
-Every stage writes into ``<work_dir>/artifacts/<stage>/<key>/`` where ``key`` hashes the stage
-name, the fingerprints of its inputs, its config section and the ``xmc_core`` code fingerprint.
-The same key is the task's Prefect cache key, so an unchanged rerun reports Cached states, a
-changed config section recomputes only the stages that read it, and a change inside
-``xmc_core`` never reuses a stale result. A stage whose folder is already complete (e.g. after
-a crash of a later stage) returns it without recomputing. Prefect reads the cache records only
-through ``tasks.cache_records.CacheRecords``, which verifies them first (no pickle, no code).
+Every such task writes into ``<work_dir>/artifacts/<stage>/<key>/`` (see
+:class:`xmc_core.stages.store.ArtifactStore`); ``key`` is also the task's Prefect cache key, and
+Prefect's cache record lands inside the artifact folder it points at, so deleting an artifact
+also forgets its cache entry. Prefect reads the records only through
+``tasks.cache_records.CacheRecords``, which verifies them first (no pickle, no code).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prefect.context import TaskRunContext
 
-from xmc_core.atomic import atomic_dir
 from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
+from xmc_core.stages.store import ArtifactStore
+from xmc_core.work_dir import RESULT_FILE, WorkDir
 
-RESULT_FILE = "prefect-result.json"
+__all__ = ["RESULT_FILE", "artifact_dir", "cache_key", "fp", "produce", "results_root"]
 
 
 def stage_key(stage: str, *parts: object) -> str:
@@ -33,12 +30,12 @@ def stage_key(stage: str, *parts: object) -> str:
 
 def artifact_dir(work_dir: str | Path, stage: str, key: str) -> Path:
     """Where the artifact of ``stage`` with ``key`` lives."""
-    return Path(work_dir) / "artifacts" / stage / key
+    return WorkDir.of(work_dir).artifact(stage, key)
 
 
 def results_root(work_dir: str | Path) -> Path:
     """Prefect's result storage: the artifacts folder itself (see :func:`cache_key`)."""
-    return Path(work_dir) / "artifacts"
+    return WorkDir.of(work_dir).artifacts
 
 
 def is_complete(folder: Path) -> bool:
@@ -49,11 +46,7 @@ def is_complete(folder: Path) -> bool:
 def cache_key(
     stage: str, key_fn: Callable[..., str]
 ) -> Callable[[TaskRunContext, dict[str, Any]], str]:
-    """A Prefect ``cache_key_fn``: ``<stage>/<key>/prefect-result.json``.
-
-    With the flow's result storage at :func:`results_root`, Prefect's cache record lands inside
-    the artifact folder it points at, so deleting an artifact also forgets its cache entry.
-    """
+    """A Prefect ``cache_key_fn``: ``<stage>/<key>/prefect-result.json``."""
 
     def fn(_ctx: TaskRunContext, params: dict[str, Any]) -> str:
         return f"{stage}/{key_fn(**params)}/{RESULT_FILE}"
@@ -66,33 +59,7 @@ def fp(path: str | Path) -> str:
     return path_fingerprint(path)
 
 
-@contextmanager
-def produce(
-    work_dir: str | Path, stage: str, key: str, logger: logging.Logger | logging.LoggerAdapter
-) -> Iterator[Path | None]:
-    """Yield a temporary folder to write the artifact into, or None if it is already complete.
-
-    The folder is renamed into place only when the block finishes without error. A run that
-    finds another run writing the same artifact (two flows on one ``work_dir``) waits for it
-    on the writer lock and then reuses its folder instead of computing it again.
-    """
-    out = artifact_dir(work_dir, stage, key)
-    if is_complete(out):
-        logger.info("%s: reusing finished artifact %s", stage, out)
-        yield None
-        return
-    start = time.perf_counter()
-    try:
-        with atomic_dir(out, overwrite=True, wait=True) as tmp:
-            if is_complete(out):  # finished by the writer this run waited for
-                raise _FinishedMeanwhile
-            yield tmp
-    except _FinishedMeanwhile:
-        logger.info("%s: reusing %s, finished by another run meanwhile", stage, out)
-        yield None
-        return
-    logger.info("%s: wrote %s in %.2f s", stage, out, time.perf_counter() - start)
-
-
-class _FinishedMeanwhile(Exception):
-    """Leaves :func:`produce`'s writer block unpublished: another run wrote the artifact."""
+def produce(work_dir: str | Path, stage: str, key: str, logger: Any) -> Any:
+    """:meth:`ArtifactStore.produce` of ``work_dir``: a temporary folder to write the artifact
+    into, or None if it is complete."""
+    return ArtifactStore(work_dir).produce(stage, key, logger)

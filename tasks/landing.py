@@ -15,6 +15,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import intake
 from xmc_core.corpus.schema import Policies
 from xmc_core.run_report import intake_section
+from xmc_core.work_dir import WorkDir
 
 INTAKE_KEY = "xmc-intake-report"
 """Key of the Prefect markdown artifact each intake publishes (drops ingested and refused)."""
@@ -22,17 +23,17 @@ INTAKE_KEY = "xmc-intake-report"
 
 def corpus_store(work_dir: str | Path) -> Path:
     """The retrain flow's corpus store: ``<work_dir>/corpora``."""
-    return (Path(work_dir) / "corpora").resolve()
+    return WorkDir.of(work_dir).corpora
 
 
 def intake_folders(cfg: XmcConfig, work_dir: str) -> intake.IntakeFolders:
     """The configured folders, defaulting to ``<work_dir>/{landing,quarantine,landing-archive}``."""
-    work, r = Path(work_dir), cfg.retrain
+    work, r = WorkDir.of(work_dir), cfg.retrain
     return intake.IntakeFolders(
-        landing=Path(r.landing_dir or work / "landing").resolve(),
-        quarantine=Path(r.quarantine_dir or work / "quarantine").resolve(),
-        archive=Path(r.archive_dir or work / "landing-archive").resolve(),
-        store=corpus_store(work),
+        landing=Path(r.landing_dir or work.landing).resolve(),
+        quarantine=Path(r.quarantine_dir or work.quarantine).resolve(),
+        archive=Path(r.archive_dir or work.landing_archive).resolve(),
+        store=work.corpora,
     )
 
 

@@ -13,12 +13,12 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
 from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
-from tasks.featurize import ref_id
 from xmc_core.artifacts import write_meta
 from xmc_core.atomic import atomic_file
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.errors import XmcError
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.predictions import (
     LineChunk,
     line_chunks,
@@ -28,7 +28,7 @@ from xmc_core.predictions import (
     write_predictions,
 )
 from xmc_core.predictions import predict_partition as predict_partition_table
-from xmc_core.text_model import XmcModel
+from xmc_core.stages.keys import key_part
 
 TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 PREDICTIONS_FILE = "predictions.parquet"
@@ -76,7 +76,7 @@ def _partition_key(
     model_dir: str, corpus_dir: str, ref: PartitionRef, topk: int | None,
     beam_size: int | None, work_dir: str,
 ) -> str:  # fmt: skip
-    return stage_key("prediction-part", fp(model_dir), ref_id(corpus_dir, ref), topk, beam_size)
+    return stage_key("prediction-part", fp(model_dir), key_part(ref), topk, beam_size)
 
 
 @task(

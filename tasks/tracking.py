@@ -32,9 +32,9 @@ from prefect.client.schemas.filters import (
 from prefect.runtime import flow_run as current_flow_run
 from prefect.runtime import task_run as current_task_run
 
-from xmc_core.artifacts import read_meta
 from xmc_core.config import XmcConfig
 from xmc_core.fingerprint import code_fingerprint, path_fingerprint
+from xmc_core.model.xmc_model import model_layout
 from xmc_core.report import read_json
 from xmc_core.serving.registry_store import sqlite_path, tracking_client
 
@@ -204,7 +204,7 @@ def run_url(tracking_uri: str, experiment: str, run_id: str) -> str | None:
 
 def run_tags(cfg: XmcConfig, outputs: Mapping[str, str]) -> dict[str, str]:
     """Fingerprints of config, data and code, the model kind and the Prefect flow run."""
-    kind = read_meta(Path(outputs["model"]), "XmcModel", verify=False).get("kind", "xr-linear")
+    kind = model_layout(Path(outputs["model"]))["family"]
     tags = {
         "xmc.config_fingerprint": cfg.fingerprint(),
         "xmc.data_fingerprint": path_fingerprint(outputs["corpus"]),

@@ -17,16 +17,10 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.errors import InputError, XmcError
+from xmc_core.families.train import train_in_process
 from xmc_core.folder_swap import check_dir_target
 from xmc_core.metrics import format_metrics
-from xmc_core.pipeline import (
-    evaluate_model,
-    featurize_corpus,
-    featurize_split,
-    model_split,
-    train_model,
-)
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 _BATCH = 10_000
 
@@ -38,10 +32,8 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     the dataset is read, not after the training time is spent.
     """
     check_dir_target(Path(model_dir), overwrite)
-    corpus = Corpus(dataset)
-    feats = featurize_corpus(corpus, cfg)
-    model = train_model(feats, cfg, corpus)
-    metrics = evaluate_model(model, model_split(model, corpus, "test", feats.test), cfg.eval)
+    outputs = train_in_process(Corpus(dataset), cfg)
+    model, metrics = outputs["model"], outputs["evaluation"].values
     with atomic_dir(model_dir, overwrite=overwrite) as tmp:
         model.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
@@ -55,8 +47,8 @@ def evaluate(
 ) -> dict:
     """Metrics of a saved model on one split of a dataset folder."""
     model = XmcModel.load(model_dir)
-    feats = featurize_split(Corpus(dataset), split, model)
-    metrics = evaluate_model(model, feats, cfg.eval, beam_size=beam, topk=topk)
+    feats = model.encode_split(Corpus(dataset), split)
+    metrics = model.evaluate(feats, cfg.eval, beam_size=beam, topk=topk)
     print(format_metrics(metrics))
     return metrics
 
@@ -67,7 +59,7 @@ def _predictions(
     """Batches of (doc ids, scores) from a dataset folder, a text file (one doc a line) or
     ``-`` (the same on stdin)."""
     if str(source) != "-" and source.is_dir():
-        feats = featurize_split(Corpus(source), split, model)
+        feats = model.encode_split(Corpus(source), split)
         yield feats.doc_ids.to_pylist(), model.predict_features(feats.X, topk, beam)
         return
     if str(source) != "-" and not source.is_file():

@@ -296,7 +296,9 @@ class XmcConfig(Section):
 
     def mlflow_dir(self) -> Path:
         """Default home of the MLflow tracking store: ``<work_dir>/mlflow`` (absolute)."""
-        return self.work_dir.resolve() / "mlflow"
+        from xmc_core.work_dir import WorkDir
+
+        return WorkDir.of(self.work_dir).mlflow
 
     def tracking_uri(self) -> str:
         """``tracking.uri``, else ``$MLFLOW_TRACKING_URI``, else SQLite in :meth:`mlflow_dir`."""

@@ -5,7 +5,7 @@ The table written by batch prediction (``flows/predict.py``) has :data:`PREDICTI
     doc_id: string, labels: list<string> (best first), scores: list<float32>
 
 Within a document, labels are ordered by score (highest first), ties by label column, exactly as
-:meth:`xmc_core.text_model.XmcModel.top_labels`.
+:meth:`xmc_core.model.xmc_model.XmcModel.top_labels`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from xmc_core.corpus.importers.textio import decode_line, strip_newline
 from xmc_core.errors import InputError
 from xmc_core.features import stages
 from xmc_core.features.labels import LabelIndex
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 PREDICTIONS_SCHEMA = pa.schema(
     [
@@ -84,7 +84,7 @@ def predict_partition(
     counts = stages.count_partition(corpus, ref, model.vectorizer.tokenizer)
     feats = stages.featurize_partition(corpus, ref, counts, model.vectorizer, model.labels)
     X = feats.X
-    if model.embedding is not None:
+    if getattr(model.encoder, "uses_text", True):
         X = model.features(X, corpus.read_partition(ref, ["text"]).column("text"))
     return predictions_table(feats.doc_ids, model.labels, model.predict_features(X, topk, beam))
 

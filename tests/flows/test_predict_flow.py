@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from xmc_core.pipeline import featurize_split
 
 from flows.predict import predict_pipeline
 from flows.runtime import configured, prefect_api
@@ -15,9 +16,8 @@ from tests.flows.conftest import task_states
 from xmc_core import commands
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.pipeline import featurize_split
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.predictions import PREDICTIONS_SCHEMA
-from xmc_core.text_model import XmcModel
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import tasks.xr_linear
+import xmc_core.families.common as family_stages
 from flows.runtime import configured, prefect_api
 from flows.train import train_pipeline
 from tests.flows.conftest import task_states
@@ -35,20 +35,20 @@ def run(work: Path) -> tuple[object, dict[str, str]]:
 def test_failure_at_level_two_resumes_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fit_level = tasks.xr_linear.fit_level
+    real_fit_level = family_stages.fit_level
 
     def crash_at_level_two(*args: object, **kwargs: object) -> object:
         if args[3] == 2:
             raise RuntimeError("simulated crash at level 2")
         return real_fit_level(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.xr_linear, "fit_level", crash_at_level_two)
+    monkeypatch.setattr(family_stages, "fit_level", crash_at_level_two)
     state, states = run(tmp_path)
     assert state.is_failed()
     assert states["train-level-0"] == "Completed" and states["train-level-1"] == "Completed"
     assert states["train-level-2"] == "Failed"
 
-    monkeypatch.setattr(tasks.xr_linear, "fit_level", real_fit_level)
+    monkeypatch.setattr(family_stages, "fit_level", real_fit_level)
     state, states = run(tmp_path)
     assert state.is_completed(), state.message
     assert states["train-level-0"] == "Cached" and states["train-level-1"] == "Cached"

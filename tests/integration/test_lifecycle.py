@@ -155,8 +155,8 @@ def test_retrain_registers_and_promotes_only_better_models(
 def test_champion_served_over_http_equals_in_process(
     stack: Stack, corpus: dict[str, pa.Table]
 ) -> None:
+    from xmc_core.model.xmc_model import XmcModel
     from xmc_core.serving.resolve import local_model_dir
-    from xmc_core.text_model import XmcModel
 
     cfg = XmcConfig.load(None, [f"work_dir={stack.work}", f"tracking.uri={stack.mlflow_uri}"])
     texts = corpus["test"].column("text").to_pylist()[:20]

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xmc_core.pipeline import Featurized, evaluate_model, train_model
 
 from tests.linear.conftest import SMALL
 from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.model import XRLinearModel
-from xmc_core.pipeline import Featurized, evaluate_model, train_model
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 
 @pytest.fixture(scope="module")

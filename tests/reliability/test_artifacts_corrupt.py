@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from xmc_core.pipeline import featurize_corpus, train_model
 
 from tests.reliability.conftest import SuiteStats
 from xmc_core.artifacts import sha256_file
@@ -41,8 +42,7 @@ from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.linear.model import XRLinearModel, load_level, save_level
 from xmc_core.linear.tree import LabelTree
-from xmc_core.pipeline import featurize_corpus, train_model
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 pytestmark = pytest.mark.reliability
 

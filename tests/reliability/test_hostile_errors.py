@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 pytestmark = pytest.mark.reliability
 

@@ -37,9 +37,10 @@ from tests.serving.registry_fixtures import (
 )
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.registry import champion_version, promote_gated, promote_version
-from xmc_core.serving.resolve import CACHE_DIR_NAME, local_model_dir
-from xmc_core.text_model import XmcModel
+from xmc_core.serving.resolve import local_model_dir
+from xmc_core.work_dir import WorkDir
 
 # fixtures used by name
 __all__ = ["gate_dataset", "gate_models", "gate_template", "registry", "tiny_dataset"]
@@ -111,7 +112,7 @@ def test_uri_sub_paths_cannot_leave_the_artifacts(
     with pytest.raises(InputError, match="leaves the artifacts") as err:
         local_model_dir(uri, reader_cfg)
     assert err.value.fix
-    cache = reader_cfg.mlflow_dir() / CACHE_DIR_NAME
+    cache = WorkDir.of(reader_cfg.work_dir).serving_cache
     assert not list(cache.rglob("meta.json")), "a folder outside the store was copied"
 
 
@@ -135,7 +136,7 @@ def test_damaged_cache_copy_is_quarantined_and_downloaded_again(
 ) -> None:
     uri = f"models:/{MODEL_NAME}/1"
     folder = local_model_dir(uri, reader_cfg)
-    cache = reader_cfg.mlflow_dir() / CACHE_DIR_NAME
+    cache = WorkDir.of(reader_cfg.work_dir).serving_cache
     key_dir = cache / folder.relative_to(cache).parts[0]
     victim = max((p for p in folder.rglob("*.npz")), key=lambda p: p.stat().st_size)
     original = victim.read_bytes()

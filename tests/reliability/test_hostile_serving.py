@@ -29,8 +29,8 @@ from tests.serving.conftest import (  # noqa: F401 (fixtures)
     tiny_model,
     tiny_model_dir,
 )
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.http import Limits, build_server, create_app
-from xmc_core.text_model import XmcModel
 
 pytestmark = pytest.mark.reliability
 

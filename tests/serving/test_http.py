@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 
 from tests.serving.conftest import ALIAS, MODEL_NAME, Registry, assert_same, in_process
 from xmc_core.errors import InputError, XmcError
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.guard import TOKEN_ENV, check_exposure, is_loopback, read_token
 from xmc_core.serving.http import Limits, create_app
-from xmc_core.text_model import XmcModel
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(max_texts=30, max_body_bytes=20_000, max_topk=50, max_beam_size=50)

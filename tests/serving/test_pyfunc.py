@@ -20,10 +20,10 @@ from tests.serving.conftest import (
     tracking,
 )
 from xmc_core.errors import InputError
-from xmc_core.serving import resolve
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.pyfunc import XmcPyfuncModel, input_texts, predict_frame
 from xmc_core.serving.resolve import find_model_folder, local_model_dir
-from xmc_core.text_model import XmcModel
+from xmc_core.work_dir import WorkDir
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_alias_resolves_to_a_cached_local_folder_and_follows_a_moved_alias(
     registry: Registry, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = local_model_dir(f"models:/{MODEL_NAME}@{ALIAS}", registry.cfg)
-    assert folder.is_relative_to(registry.cfg.mlflow_dir() / resolve.CACHE_DIR_NAME)
+    assert folder.is_relative_to(WorkDir.of(registry.cfg.work_dir).serving_cache)
     assert (folder / "meta.json").read_bytes() == (tiny_model_dir / "meta.json").read_bytes()
     assert local_model_dir(f"models:/{MODEL_NAME}/1", registry.cfg) == folder
 
@@ -116,7 +116,7 @@ def test_alias_resolves_to_a_cached_local_folder_and_follows_a_moved_alias(
         client.set_registered_model_alias(MODEL_NAME, ALIAS, version)
     try:
         moved = local_model_dir(f"models:/{MODEL_NAME}@{ALIAS}", registry.cfg)
-        cache = registry.cfg.mlflow_dir() / resolve.CACHE_DIR_NAME
+        cache = WorkDir.of(registry.cfg.work_dir).serving_cache
         assert moved.relative_to(cache).parts[0] != folder.relative_to(cache).parts[0]
         assert local_model_dir(f"models:/{MODEL_NAME}/latest", registry.cfg) == moved
     finally:

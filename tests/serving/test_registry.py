@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import scipy.sparse as sp
+from xmc_core.pipeline import evaluate_model, featurize_split
 
 from tests.serving.registry_fixtures import (
     ALIAS,
@@ -31,7 +32,7 @@ from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError, XmcError
 from xmc_core.features.labels import LabelIndex
 from xmc_core.metrics import evaluate
-from xmc_core.pipeline import evaluate_model, featurize_split
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving import evaluation, registry
 from xmc_core.serving.evaluation import (
     evaluate_on_dataset,
@@ -46,7 +47,6 @@ from xmc_core.serving.registry import (
     promote_version,
     rollback,
 )
-from xmc_core.text_model import XmcModel
 
 __all__ = ["gate_dataset", "gate_models", "gate_template"]  # fixtures used by name
 ROOT = Path(__file__).resolve().parents[2]

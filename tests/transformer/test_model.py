@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xmc_core.pipeline import evaluate_model, featurize_split, model_split, train_model
 
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError, InputError
-from xmc_core.pipeline import evaluate_model, featurize_split, model_split, train_model
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,11 @@ def _partition_digest(file: str, row_group: int, _mtime_ns: int, _size: int) -> 
 class Corpus:
     """A validated dataset folder (see :mod:`xmc_core.corpus.schema`)."""
 
+    @classmethod
+    def load(cls, folder: str | Path) -> Corpus:
+        """Open the dataset folder ``folder`` (as every saved artifact is opened)."""
+        return cls(folder)
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.manifest = _read_manifest(self.path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,10 @@ class SplitFeatures:
             raise ValueError(
                 f"row counts differ: X {n}, Y {self.Y.shape[0]}, ids {len(self.doc_ids)}"
             )
+
+    def with_X(self, X: sp.csr_matrix) -> SplitFeatures:
+        """The same documents and labels with other features ``X`` (n_docs, d')."""
+        return dataclasses.replace(self, X=X)
 
     @staticmethod
     def concat(parts: list[SplitFeatures]) -> SplitFeatures:

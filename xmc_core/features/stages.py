@@ -1,7 +1,8 @@
 """The featurization stages, one function each, as the orchestrator calls them.
 
 Each takes loaded inputs and returns the object to persist; reading and writing by path is the
-caller's job (``tasks/featurize.py``), so every stage runs the same with or without Prefect.
+caller's job (the stage graph, :mod:`xmc_core.families.featurize`), so every stage runs the same
+with or without Prefect.
 """
 
 from __future__ import annotations

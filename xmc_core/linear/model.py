@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,6 +24,9 @@ from xmc_core.linear.levels import (
 )
 from xmc_core.linear.solver import train_level
 from xmc_core.linear.tree import LabelTree
+
+if TYPE_CHECKING:
+    from xmc_core.model.contract import Negatives
 
 log = logging.getLogger(__name__)
 
@@ -78,19 +83,20 @@ class XRLinearModel:
         X: sp.csr_matrix,
         Y: sp.csr_matrix,
         tree: LabelTree,
-        extra_parents: list[sp.csr_matrix | None] | None = None,
+        negatives: Negatives | None = None,
     ) -> XRLinearModel:
         """Train every level, coarse to fine. ``X``: csr (n, d); ``Y``: csr (n, n_labels);
-        ``extra_parents``: per level, see :func:`fit_level`."""
+        ``negatives``: extra parents per level (e.g. a matcher's shortlists), see
+        :func:`fit_level`."""
         if X.shape[0] != Y.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows, Y has {Y.shape[0]}")
         if Y.shape[1] != tree.C[-1].shape[0]:
             raise ValueError(f"Y has {Y.shape[1]} labels, the tree {tree.C[-1].shape[0]}")
         weights: list[sp.csc_matrix] = []
-        extra = extra_parents or [None] * tree.depth
         post = self.predict_cfg.post_processor
         for t in range(tree.depth):
-            weights.append(fit_level(X, Y, tree, t, weights, self.ranker, post, extra[t]))
+            extra = None if negatives is None else negatives.level(t)
+            weights.append(fit_level(X, Y, tree, t, weights, self.ranker, post, extra))
         return self.set_levels(tree, weights, X.shape[1])
 
     def set_levels(
@@ -170,16 +176,30 @@ class XRLinearModel:
             raise ArtifactError(folder, f"inconsistent model: {err}") from err
 
 
-def save_level(folder: str | Path, W: sp.csc_matrix, t: int) -> None:
-    """One level's rankers as an artifact folder (``W.npz`` + ``meta.json``)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_csr(folder / "W.npz", W.tocsr())
-    write_meta(folder, "LevelRankers", {"level": t, "shape": list(W.shape), "nnz": int(W.nnz)})
+@dataclass(frozen=True)
+class LevelRankers:
+    """The rankers of one tree level, trained on its own (one orchestrated task per level):
+    ``W`` csc (n_features + 1, K_{level+1}), the last row the bias weights."""
 
+    W: sp.csc_matrix
+    level: int
 
-def load_level(folder: str | Path) -> sp.csc_matrix:
-    """Read a folder written by :func:`save_level`."""
-    folder = Path(folder)
-    read_meta(folder, "LevelRankers")
-    return load_csr(folder / "W.npz").tocsc()
+    def save(self, folder: str | Path) -> None:
+        """``W.npz`` + ``meta.json``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_csr(folder / "W.npz", self.W.tocsr())
+        write_meta(
+            folder,
+            "LevelRankers",
+            {"level": self.level, "shape": list(self.W.shape), "nnz": int(self.W.nnz)},
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path) -> LevelRankers:
+        """Read a folder written by :meth:`save`."""
+        folder = Path(folder)
+        meta = read_meta(folder, "LevelRankers")
+        with meta_fields(folder):
+            level = int(meta["level"])
+        return cls(load_csr(folder / "W.npz").tocsc(), level)

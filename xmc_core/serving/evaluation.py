@@ -35,7 +35,7 @@ from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import InputError
 from xmc_core.features.labels import LabelIndex
 from xmc_core.metrics import evaluate
-from xmc_core.text_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel
 
 log = logging.getLogger(__name__)
 

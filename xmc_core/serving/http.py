@@ -33,9 +33,9 @@ from starlette.requests import ClientDisconnect
 
 from xmc_core.config import XmcConfig
 from xmc_core.errors import XmcError
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.predictions import ranked_lists
 from xmc_core.serving.guard import BearerAuth, check_exposure, guarded_protocol, read_token
-from xmc_core.text_model import XmcModel
 
 MAX_TEXTS = 1000
 """Texts per request."""
@@ -134,7 +134,7 @@ def create_app(
     async def health() -> dict[str, Any]:
         return {
             "status": "ok",
-            "kind": model.kind,
+            "kind": model.family,
             "n_labels": len(model.labels),
             "topk": default_topk,
             "beam_size": default_beam,
@@ -334,7 +334,7 @@ def serve(
     app = create_app(loaded, topk, beam_size, limits, token)
     log.info(
         "serving %s (%s, %d labels, from %s) at http://%s:%d  (POST /predict, GET /health%s)",
-        model, loaded.kind, len(loaded.labels), folder, host, port,
+        model, loaded.family, len(loaded.labels), folder, host, port,
         "; token required except on /health" if token else "",
     )  # fmt: skip
     build_server(app, host, port, limits).run()

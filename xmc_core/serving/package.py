@@ -25,6 +25,8 @@ import xmc_core
 from xmc_core.artifacts import read_meta
 from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
+from xmc_core.model import registry
+from xmc_core.model.xmc_model import model_layout
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
 from xmc_core.serving.registry_store import (
     PROCESS_TAG,
@@ -38,7 +40,6 @@ MODEL_NAME = "model"
 """Name of the logged model within its run (``runs:/RUN_ID/model``)."""
 ENTRY_FILE = Path(__file__).with_name("pyfunc_entry.py")
 CORE_REQUIREMENTS = ("mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic", "pyyaml", "numba")
-TRANSFORMER_REQUIREMENTS = ("torch", "transformers", "tokenizers", "safetensors")
 _CODE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
 FINGERPRINT_TAG = "xmc.model_fingerprint"
 """Version tag: :func:`model_fingerprint` of the model it holds."""
@@ -66,9 +67,10 @@ def model_signature(defaults: PredictConfig) -> ModelSignature:
     )
 
 
-def pip_requirements(kind: str) -> list[str]:
-    """``package==version`` of the running environment for what the pyfunc imports."""
-    names = CORE_REQUIREMENTS + (TRANSFORMER_REQUIREMENTS if kind == "xr-transformer" else ())
+def pip_requirements(family: str) -> list[str]:
+    """``package==version`` of the running environment for what the pyfunc imports: the core
+    packages and those the model's family declares."""
+    names = CORE_REQUIREMENTS + tuple(registry.family(family).requirements)
     pins = []
     for name in names:
         try:
@@ -79,8 +81,10 @@ def pip_requirements(kind: str) -> list[str]:
 
 
 def model_predict_config(model_dir: Path) -> PredictConfig:
-    """The predict config saved with the model's ranker."""
-    meta = read_meta(model_dir / "ranker", "XRLinearModel", verify=False)
+    """The predict config saved with the model's ranker (every ranker's ``meta.json`` holds
+    it as ``predict``)."""
+    ranker = model_layout(model_dir)["ranker"]
+    meta = read_meta(model_dir / "ranker", ranker, verify=False)
     return PredictConfig.model_validate(meta["predict"])
 
 
@@ -100,7 +104,7 @@ def log_model(
     """
     folder = find_model_folder(Path(model_dir))
     meta = read_meta(folder, MODEL_CLASS)  # checks every checksum before anything is logged
-    kind = str(meta.get("kind", "xr-linear"))
+    family = model_layout(folder)["family"]
     with tempfile.TemporaryDirectory(prefix="xmc-code-") as tmp:
         code = Path(tmp) / "xmc_core"
         shutil.copytree(Path(xmc_core.__file__).parent, code, ignore=_CODE_IGNORE)
@@ -111,9 +115,9 @@ def log_model(
             code_paths=[str(code)],
             signature=model_signature(model_predict_config(folder)),
             input_example=INPUT_EXAMPLE,
-            pip_requirements=pip_requirements(kind),
+            pip_requirements=pip_requirements(family),
             metadata={
-                "xmc_kind": kind,
+                "xmc_kind": family,
                 "xmc_version": xmc_core.__version__,
                 "n_labels": int(meta["n_labels"]),
                 "config_fingerprint": cfg.fingerprint(),

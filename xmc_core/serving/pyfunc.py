@@ -20,8 +20,8 @@ import mlflow.pyfunc
 import pandas as pd
 
 from xmc_core.errors import InputError
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.predictions import ranked_lists
-from xmc_core.text_model import XmcModel
 
 ARTIFACT_KEY = "xmc_model"
 """Key of the model folder in the pyfunc's ``artifacts``."""

@@ -44,13 +44,13 @@ from xmc_core.artifacts import read_meta
 from xmc_core.atomic import write_text
 from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError, InputError, XmcError
+from xmc_core.work_dir import WorkDir
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities.model_registry import ModelVersion
 
 MODEL_CLASS = "XmcModel"
-CACHE_DIR_NAME = "serving-cache"
 QUARANTINE_DIR_NAME = "quarantine"
 log = logging.getLogger(__name__)
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
@@ -88,7 +88,7 @@ def local_model_dir(model: str | Path, cfg: XmcConfig) -> Path:
         return find_model_folder(Path(model))
     tracking_uri = cfg.tracking_uri()
     resolved = resolve_uri(str(model), tracking_uri)
-    target = cfg.mlflow_dir() / CACHE_DIR_NAME / resolved.cache_key()
+    target = WorkDir.of(cfg.work_dir).serving_cache / resolved.cache_key()
     if target.is_dir():
         try:
             folder = find_model_folder(target, shown=str(model))

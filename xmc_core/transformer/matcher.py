@@ -80,6 +80,11 @@ class MatcherCheckpoint:
         with meta_fields(folder):
             return cls(folder, int(meta["level"]), int(meta["n_clusters"]))
 
+    @classmethod
+    def load(cls, folder: str | Path) -> MatcherCheckpoint:
+        """:meth:`open`, as every artifact is loaded."""
+        return cls.open(folder)
+
     def encoder(self) -> tuple[TextEncoder, PreTrainedTokenizerBase]:
         return TextEncoder.load_saved(self.folder / "encoder")
 

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import meta_fields, read_meta, write_meta
+from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
+from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
 
 if TYPE_CHECKING:
@@ -88,9 +89,35 @@ def _top_per_row(M: sp.csr_matrix, k: int) -> sp.csr_matrix:
     return out
 
 
+EMBEDDINGS_FILE = "embeddings.npz"
+
+
+@dataclass(frozen=True)
+class EmbeddedSplit(SplitFeatures):
+    """A split as the final ranker's input: X csr (n, d + h) = ``[X_tfidf, weight * E]``, with
+    ``E`` float32 (n, h) the unit embeddings (saved as ``embeddings.npz`` in a
+    ``SplitFeatures`` folder, which also loads as plain ``SplitFeatures``)."""
+
+    E: np.ndarray | None = None
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_arrays(folder / EMBEDDINGS_FILE, E=self.E)
+        super().save(folder)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> EmbeddedSplit:
+        plain = SplitFeatures.load(folder)
+        E = load_arrays(Path(folder) / EMBEDDINGS_FILE)["E"]
+        return cls(plain.X, plain.Y, plain.doc_ids, plain.unknown_labels, E)
+
+
 @dataclass
 class EmbeddingFeatures:
-    """The fine-tuned encoder as a feature extractor: texts -> ``[TF-IDF, weight * e]``."""
+    """The fine-tuned encoder as the model's encoder: texts -> ``[TF-IDF, weight * e]``."""
+
+    uses_text = True
 
     encoder: TextEncoder
     tokenizer: PreTrainedTokenizerBase
@@ -108,7 +135,7 @@ class EmbeddingFeatures:
         device = resolve_device(self.device)
         return embed(self.encoder, tokens, device, self.batch_size, self.bf16)
 
-    def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
+    def transform(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
         """The ranker's input for documents with TF-IDF rows ``X`` and raw ``texts``."""
         return concat_features(X, self.embed(texts), self.weight)
 

@@ -1,0 +1,114 @@
+"""The Prefect runner of the stage graph: each stage call is one cached task run.
+
+Handles are :class:`Ref` (the output class and the task's future or artifact folder). Stages
+marked ``on_dask`` are submitted to the flow's Dask task runner (per-partition work, in
+parallel); the others run in the flow's own process, in graph order. A sub-graph named in
+:data:`HANDOFFS` may run elsewhere: the matcher goes to its GPU deployment when one is named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefect.futures import PrefectFuture
+
+from tasks.stage_task import stage_task
+from xmc_core.stages.graph import Stage
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A stage output in a flow: its class and its task's future (or its folder)."""
+
+    cls: type
+    ref: PrefectFuture[str] | str
+
+
+class PrefectRunner:
+    """Runs a graph as tasks of the current flow, writing under ``work_dir``;
+    ``result_storage``: the tasks' result storage (default: the flow's)."""
+
+    def __init__(self, work_dir: str | Path, result_storage: Any = None) -> None:
+        self.work_dir = str(Path(work_dir).resolve())
+        self.result_storage = result_storage
+
+    def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Ref:
+        options: dict[str, Any] = {"task_run_name": label or stage.name}
+        if self.result_storage is not None:
+            options["result_storage"] = self.result_storage
+        task = stage_task(stage).with_options(**options)
+        if stage.on_dask:
+            return Ref(stage.output, task.submit(_raw(args), self.work_dir))
+        return Ref(stage.output, task(_resolved(args), self.work_dir))
+
+    def map(
+        self, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str], **args: Any
+    ) -> list[Ref]:
+        names = list(over)
+        rows = zip(*(over[n] for n in names), strict=True)
+        return [
+            self(stage, label=label, **args, **dict(zip(names, row, strict=True)))
+            for label, row in zip(labels, rows, strict=True)
+        ]
+
+    def value(self, handle: Ref) -> Any:
+        return handle.cls.load(self.path(handle))
+
+    def source(self, cls: type, path: str) -> Ref:
+        return Ref(cls, str(Path(path).resolve()))
+
+    def handoff(self, name: str, graph: Callable[..., Any], **args: Any) -> Any:
+        if name in HANDOFFS:
+            return HANDOFFS[name](self, **args)
+        return graph(self, **args)
+
+    @staticmethod
+    def path(handle: Ref) -> str:
+        """The artifact folder of a handle (waits for its task)."""
+        ref = handle.ref
+        return ref.result() if isinstance(ref, PrefectFuture) else ref
+
+    def paths(self, handles: Mapping[str, Any]) -> dict[str, str]:
+        """Every handle's folder; a list of handles as a JSON list of folders."""
+        return {
+            name: json.dumps([self.path(h) for h in value])
+            if isinstance(value, list)
+            else self.path(value)
+            for name, value in handles.items()
+        }
+
+
+def _raw(value: Any) -> Any:
+    """Arguments as Prefect takes them: each handle its future or folder."""
+    if isinstance(value, Ref):
+        return value.ref
+    if isinstance(value, dict):
+        return {k: _raw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_raw(v) for v in value]
+    return value
+
+
+def _resolved(value: Any) -> Any:
+    """Arguments for a task run in this process: futures waited for."""
+    if isinstance(value, Ref):
+        return PrefectRunner.path(value)
+    if isinstance(value, dict):
+        return {k: _resolved(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_resolved(v) for v in value]
+    return value
+
+
+def _matcher_handoff(run: PrefectRunner, **args: Any) -> list[Ref]:
+    from flows.matcher import run_matcher
+
+    return run_matcher(run, **args)
+
+
+HANDOFFS: dict[str, Callable[..., Any]] = {"matcher": _matcher_handoff}
+"""Sub-graphs that may leave the flow's process: name -> ``fn(runner, **args)``."""

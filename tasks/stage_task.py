@@ -1,0 +1,80 @@
+"""The one task of the stage graph: every stage runs as a cached Prefect task made here.
+
+The task loads its artifact inputs by path, runs the stage's pure function from ``xmc_core``,
+saves the output atomically into ``<work_dir>/artifacts/<stage>/<key>/`` and returns that
+folder. The key hashes the stage's code (module closure), its settings and the fingerprints of
+its input folders; it is also the Prefect cache key, so an unchanged rerun reports Cached
+states, a changed setting recomputes only the stages that read it, and a run that failed at
+tree level 2 resumes at level 2.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import Task, get_run_logger, task
+from prefect.context import TaskRunContext
+
+from xmc_core.fingerprint import path_fingerprint
+from xmc_core.stages.graph import Stage
+from xmc_core.stages.store import ArtifactStore
+from xmc_core.work_dir import RESULT_FILE
+
+TASK_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
+_TASKS: dict[str, Task[..., str]] = {}
+
+
+def artifact_key(stage: Stage, args: dict[str, Any]) -> str:
+    """The key of ``stage`` called on ``args`` whose artifacts are folders."""
+    return stage.key(args, lambda _name, path: path_fingerprint(path))
+
+
+def stage_task(stage: Stage) -> Task[..., str]:
+    """The Prefect task of ``stage`` (one per stage; call it with ``(args, work_dir)``)."""
+    if stage.name not in _TASKS:
+
+        def cache_key(_ctx: TaskRunContext, params: dict[str, Any]) -> str:
+            return f"{stage.name}/{artifact_key(stage, params['args'])}/{RESULT_FILE}"
+
+        def run_stage(args: dict[str, Any], work_dir: str) -> str:
+            return execute(stage, args, work_dir)
+
+        run_stage.__qualname__ = run_stage.__name__ = stage.name.replace("-", "_")
+        _TASKS[stage.name] = task(
+            run_stage, name=stage.name, cache_key_fn=cache_key, **TASK_OPTIONS
+        )
+    return _TASKS[stage.name]
+
+
+def execute(stage: Stage, args: dict[str, Any], work_dir: str) -> str:
+    """Run ``stage`` unless its artifact folder is complete; returns the folder."""
+    log = get_run_logger()
+    store = ArtifactStore(work_dir)
+    key = artifact_key(stage, args)
+    with store.produce(stage.name, key, log) as tmp:
+        if tmp is not None:
+            start = time.perf_counter()
+            loaded = {name: _load(stage, name, value) for name, value in args.items()}
+            if stage.writes_folder:
+                stage.fn(**loaded, out=tmp)
+                output = stage.output.load(tmp) if stage.describe else None
+            else:
+                output = stage.fn(**loaded)
+                output.save(tmp)
+            if stage.describe is not None:
+                log.info(
+                    "%s: %s (%.1f s)", stage.name, stage.describe(output),
+                    time.perf_counter() - start,
+                )  # fmt: skip
+    return str(store.path(stage.name, key))
+
+
+def _load(stage: Stage, name: str, value: Any) -> Any:
+    """An argument as the stage takes it: artifact folders loaded by their class."""
+    if name not in stage.artifacts or value is None:
+        return value
+    cls = stage.artifacts[name]
+    if isinstance(value, list | tuple):
+        return [cls.load(v) for v in value]
+    return cls.load(value)

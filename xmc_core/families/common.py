@@ -1,0 +1,98 @@
+"""Stages every family shares: the XR ranker levels over a label tree, and evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xmc_core.artifacts import read_meta, write_meta
+from xmc_core.atomic import write_json
+from xmc_core.config import EvalConfig, RankerConfig, TreeConfig, XmcConfig
+from xmc_core.features.label_features import LabelFeatures
+from xmc_core.features.split_features import SplitFeatures
+from xmc_core.linear.model import LevelRankers, fit_level
+from xmc_core.linear.negatives import MatcherShortlists
+from xmc_core.linear.tree import LabelTree
+from xmc_core.model.xmc_model import XmcModel
+from xmc_core.report import read_json
+from xmc_core.stages.graph import Runner, Stage
+
+METRICS_FILE = "metrics.json"
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Metric name -> value (fractions), as ``metrics.json`` beside a ``meta.json``."""
+
+    values: dict[str, float]
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / METRICS_FILE, self.values)
+        write_meta(folder, "Metrics", {"n_metrics": len(self.values)})
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Metrics:
+        read_meta(folder, "Metrics")
+        return cls(read_json(Path(folder) / METRICS_FILE))
+
+
+def build_tree(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
+    """Hierarchical balanced k-means over the label features."""
+    return LabelTree.build(label_features.z, cfg)
+
+
+def train_level(
+    train: SplitFeatures, tree: LabelTree, above: list[LevelRankers], level: int,
+    ranker: RankerConfig, post_processor: str, shortlists: MatcherShortlists | None = None,
+) -> LevelRankers:  # fmt: skip
+    """The rankers of tree level ``level`` given the levels above; ``shortlists``: an external
+    matcher's extra parents per level (XR-Transformer's final ranker), or None."""
+    extra = None if shortlists is None else shortlists.level(level)
+    trained = [a.W for a in above]
+    W = fit_level(train.X, train.Y, tree, level, trained, ranker, post_processor, extra)
+    return LevelRankers(W, level)
+
+
+def evaluate(model: XmcModel, split: SplitFeatures, cfg: EvalConfig) -> Metrics:
+    """P@k, nDCG@k, R@k, PSP@k of ``model`` on an encoded split."""
+    return Metrics(model.evaluate(split, cfg))
+
+
+TREE = Stage(
+    "tree", build_tree, LabelTree, {"label_features": LabelFeatures},
+    describe=lambda t: f"nodes per level {t.level_sizes()}",
+)  # fmt: skip
+LEVEL = Stage(
+    "level", train_level, LevelRankers,
+    {"train": SplitFeatures, "tree": LabelTree, "above": LevelRankers,
+     "shortlists": MatcherShortlists},
+    describe=lambda r: f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}",
+)  # fmt: skip
+EVALUATE = Stage(
+    "evaluation", evaluate, Metrics, {"model": XmcModel, "split": SplitFeatures},
+    describe=lambda m: ", ".join(f"{k} {v:.4f}" for k, v in m.values.items() if "@1" in k),
+)  # fmt: skip
+
+
+def ranker_levels(
+    run: Runner,
+    train: Any,
+    tree: Any,
+    cfg: XmcConfig,
+    shortlists: Any = None,
+    prefix: str = "train",
+) -> list[Any]:
+    """One LEVEL call per tree level, coarse to fine (each needs the ones above)."""
+    levels: list[Any] = []
+    for t in range(run.value(tree).depth):
+        levels.append(
+            run(
+                LEVEL, label=f"{prefix}-level-{t}", train=train, tree=tree,
+                above=list(levels), level=t, ranker=cfg.ranker,
+                post_processor=cfg.predict.post_processor, shortlists=shortlists,
+            )
+        )  # fmt: skip
+    return levels

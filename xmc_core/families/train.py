@@ -1,0 +1,59 @@
+"""The whole training graph of a family (featurize, then the family's own stages), and
+``xmc train``'s way of running it: in this process (the flows run the same graph as tasks)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.errors import InputError
+from xmc_core.families.featurize import featurize_graph
+from xmc_core.model import registry
+from xmc_core.stages.graph import InProcessRunner, Runner
+
+log = logging.getLogger(__name__)
+
+
+def check_corpus(corpus: Corpus, cfg: XmcConfig) -> None:
+    """Refuse, before any work, a corpus the configured family cannot train on."""
+    family = registry.family(cfg.model.kind)
+    if family.needs_text and corpus.kind != "text":
+        raise InputError(
+            corpus.path,
+            f"{family.name} needs a raw-text corpus, this one is {corpus.kind}",
+            "pass a text dataset, or set model.kind=xr-linear",
+        )
+
+
+def train_graph(
+    run: Runner,
+    corpus: Any,
+    cfg: XmcConfig,
+    on_featurized: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Featurize the dataset behind handle ``corpus``, then the configured family's stages;
+    returns every output's handle (``corpus`` included). ``on_featurized``: called with the
+    featurize graph's handles before the family's stages start (a progress line)."""
+    family = registry.family(cfg.model.kind)
+    feats = {"corpus": corpus, **featurize_graph(run, corpus, cfg)}
+    if on_featurized is not None:
+        on_featurized(feats)
+    return {**feats, **family.graph(run, feats, cfg)}
+
+
+def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
+    """:func:`train_graph` in this process; returns the output objects (``model``: the
+    ``XmcModel``, ``evaluation``: its test ``Metrics``, ...)."""
+    check_corpus(corpus, cfg)
+    start = time.perf_counter()
+    run = InProcessRunner(str(cfg.work_dir))
+    handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
+    log.info("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
+    return {
+        name: [run.value(h) for h in handle] if isinstance(handle, list) else run.value(handle)
+        for name, handle in handles.items()
+    }

@@ -1,0 +1,113 @@
+"""Names -> classes: the saved parts and the families xmc knows.
+
+A saved part's ``meta.json`` names its class; :func:`part_class` maps that name to the class to
+load it with, and :func:`family` maps ``model.kind`` / a saved model's ``family`` to its
+:class:`~xmc_core.model.contract.Family`. Built-ins are listed here by import path, so loading
+an XR-Linear model never imports torch. Families defined elsewhere register themselves from a
+module named in ``$XMC_PLUGINS`` (comma-separated module names, imported on the first look-up):
+a model folder never chooses what code is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from xmc_core.errors import ArtifactError, InputError
+from xmc_core.model.contract import Family
+
+PLUGINS_ENV = "XMC_PLUGINS"
+"""Comma-separated modules that register more families and parts when imported."""
+
+_BUILTIN_PARTS = {
+    "XRLinearModel": "xmc_core.linear.model:XRLinearModel",
+    "TfidfEncoder": "xmc_core.model.xmc_model:TfidfEncoder",
+    "EmbeddingFeatures": "xmc_core.transformer.ranker:EmbeddingFeatures",
+}
+_BUILTIN_FAMILIES = {
+    "xr-linear": "xmc_core.families.xr_linear:FAMILY",
+    "xr-transformer": "xmc_core.families.xr_transformer:FAMILY",
+}
+_parts: dict[str, type] = {}
+_families: dict[str, Family] = {}
+_plugins_loaded: set[str] = set()
+_lock = threading.RLock()
+
+
+def register_part(cls: type, name: str | None = None) -> type:
+    """Make ``cls`` loadable by the name its ``meta.json`` records (default: its own name)."""
+    with _lock:
+        _parts[name or cls.__name__] = cls
+    return cls
+
+
+def register_family(family: Family) -> Family:
+    """Make ``family`` trainable (``model.kind``) and its saved models loadable."""
+    with _lock:
+        _families[family.name] = family
+    return family
+
+
+def family_names() -> list[str]:
+    """Every known family name: the built-ins and the registered plug-ins."""
+    _load_plugins()
+    return sorted({*_BUILTIN_FAMILIES, *_families})
+
+
+def family(name: str) -> Family:
+    """The family called ``name``; InputError listing the known ones otherwise."""
+    _load_plugins()
+    with _lock:
+        if name not in _families and name in _BUILTIN_FAMILIES:
+            _families[name] = _import(_BUILTIN_FAMILIES[name])
+        found = _families.get(name)
+    if found is None:
+        raise InputError(
+            None,
+            f"unknown model family {name!r} (known: {', '.join(family_names())})",
+            f"set model.kind to one of them, or name the module defining it in ${PLUGINS_ENV}",
+        )
+    return found
+
+
+def part_class(name: str, where: Path) -> type:
+    """The class of a saved part named ``name`` in ``where``'s meta.json."""
+    _load_plugins()
+    with _lock:
+        if name not in _parts and name in _BUILTIN_PARTS:
+            _parts[name] = _import(_BUILTIN_PARTS[name])
+        found = _parts.get(name)
+    if found is None:
+        raise ArtifactError(
+            where,
+            f"holds a part of class {name!r}, which this xmc does not know",
+            f"load it where the module defining it is named in ${PLUGINS_ENV}",
+        )
+    return found
+
+
+def _import(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _load_plugins() -> None:
+    """Import every module named in ``$XMC_PLUGINS`` not imported yet."""
+    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    for name in names:
+        if name in _plugins_loaded:
+            continue
+        with _lock:
+            _plugins_loaded.add(name)
+            try:
+                importlib.import_module(name)
+            except ImportError as err:
+                _plugins_loaded.discard(name)
+                raise InputError(
+                    None,
+                    f"${PLUGINS_ENV} names {name!r}, which cannot be imported ({err})",
+                    "fix the module name or the PYTHONPATH",
+                ) from err

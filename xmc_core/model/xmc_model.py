@@ -1,0 +1,253 @@
+"""The deployable model: raw text in, ranked labels out, for every family.
+
+A folder holding the TF-IDF vectorizer, the label index, the family's **encoder** (documents ->
+the ranker's input) and **ranker** (see :mod:`xmc_core.model.contract`), and the training label
+counts (for propensity-scored metrics). ``meta.json`` names the family and each part's class;
+:mod:`xmc_core.model.registry` maps them back, so loading never branches on the family. No
+pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse as sp
+
+from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+from xmc_core.errors import ArtifactError
+from xmc_core.features.labels import LabelIndex
+from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.model import registry
+from xmc_core.model.contract import Encoder, Ranker
+
+if TYPE_CHECKING:
+    from xmc_core.config import EvalConfig
+    from xmc_core.corpus import Corpus
+    from xmc_core.features.split_features import SplitFeatures
+
+log = logging.getLogger(__name__)
+
+MODEL_FORMAT = 2
+"""Layout of an ``XmcModel`` folder: 2 = parts named in meta.json (``encoder/``, ``ranker/``);
+1 (no ``model_format`` field) = ``kind`` xr-linear / xr-transformer (``embedding/``)."""
+
+
+class TfidfEncoder:
+    """The encoder of a TF-IDF-only family: the ranker's input is the TF-IDF rows."""
+
+    uses_text = False
+
+    def transform(self, X: sp.csr_matrix, texts: Any = None) -> sp.csr_matrix:
+        return X
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_meta(folder, "TfidfEncoder", {})
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "auto") -> TfidfEncoder:
+        read_meta(folder, "TfidfEncoder")
+        return cls()
+
+
+class XmcModel:
+    """``vectorizer`` + ``labels`` + ``encoder`` + ``ranker`` of family ``family``;
+    ``label_counts``: (n_labels,) training frequency; ``n_train_docs``: training documents."""
+
+    def __init__(
+        self,
+        family: str,
+        vectorizer: TfidfVectorizer,
+        labels: LabelIndex,
+        encoder: Encoder,
+        ranker: Ranker,
+        label_counts: np.ndarray,
+        n_train_docs: int,
+    ) -> None:
+        if len(labels) != ranker.n_labels or len(label_counts) != len(labels):
+            raise ValueError(
+                f"{len(labels)} label names, {ranker.n_labels} ranker labels, "
+                f"{len(label_counts)} label counts"
+            )
+        self.family = family
+        self.vectorizer = vectorizer
+        self.labels = labels
+        self.encoder = encoder
+        self.ranker = ranker
+        self.label_counts = label_counts
+        self.n_train_docs = n_train_docs
+        self._cut_logged = False
+
+    def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
+        """The ranker's input: the encoder's transform of TF-IDF rows ``X`` and ``texts``."""
+        return self.encoder.transform(X, texts)
+
+    def predict_features(
+        self, X: sp.csr_matrix, topk: int | None = None, beam_size: int | None = None
+    ) -> sp.csr_matrix:
+        """Scores csr (n_docs, n_labels) of encoded documents (:meth:`features`)."""
+        return self.ranker.predict(X, beam_size=beam_size, topk=topk)
+
+    def predict(
+        self,
+        texts: list[str | None] | pa.Array,
+        topk: int | None = None,
+        beam_size: int | None = None,
+    ) -> sp.csr_matrix:
+        """Scores csr (n_docs, n_labels) of raw texts (each cut to ``predict.max_doc_chars``)."""
+        texts = self.capped(texts)
+        X = self.features(self.vectorizer.transform(texts), texts)
+        return self.predict_features(X, topk, beam_size)
+
+    def encode_split(self, corpus: Corpus, split: str) -> SplitFeatures:
+        """One split of a dataset folder as this model's input (its vectorizer and labels,
+        then its encoder)."""
+        from xmc_core.features import stages
+        from xmc_core.features.split_features import SplitFeatures
+
+        tok = self.vectorizer.tokenizer
+        parts = [
+            stages.featurize_partition(
+                corpus, ref, stages.count_partition(corpus, ref, tok), self.vectorizer, self.labels
+            )
+            for ref in corpus.partitions(split)
+        ]
+        return self.encode(SplitFeatures.concat(parts), corpus, split)
+
+    def encode(self, feats: SplitFeatures, corpus: Corpus, split: str) -> SplitFeatures:
+        """``feats`` (TF-IDF of ``split``) as this model's input; reads the texts only for an
+        encoder that uses them."""
+        if not getattr(self.encoder, "uses_text", True):
+            return feats
+        texts = corpus.read_split(split, ["text"]).column("text")
+        return feats.with_X(self.features(feats.X, texts))
+
+    def evaluate(
+        self,
+        split: SplitFeatures,
+        cfg: EvalConfig,
+        beam_size: int | None = None,
+        topk: int | None = None,
+    ) -> dict[str, float]:
+        """P@k, nDCG@k, R@k and PSP@k on an encoded split (predicting the top max(ks, topk))."""
+        from xmc_core.metrics import evaluate
+
+        k = max([*cfg.ks, topk or self.ranker.predict_cfg.topk])
+        scores = self.predict_features(split.X, topk=k, beam_size=beam_size)
+        return evaluate(split.Y, scores, cfg, self.label_counts, self.n_train_docs)
+
+    def capped(self, texts: list[str | None] | pa.Array) -> list[str | None] | pa.Array:
+        """``texts`` with each cut to its first ``predict.max_doc_chars`` characters (the
+        first cut is logged, once per model object: once per run)."""
+        cap = self.ranker.predict_cfg.max_doc_chars
+        if cap is None:
+            return texts
+        if isinstance(texts, pa.Array | pa.ChunkedArray):
+            n_long = pc.sum(pc.greater(pc.utf8_length(texts), cap)).as_py() or 0
+            capped = pc.utf8_slice_codeunits(texts, 0, cap) if n_long else texts
+        else:
+            n_long = sum(1 for t in texts if t is not None and len(t) > cap)
+            capped = (
+                [t[:cap] if t is not None and len(t) > cap else t for t in texts]
+                if n_long
+                else texts
+            )
+        if n_long and not self._cut_logged:
+            self._cut_logged = True
+            log.warning(
+                "%d document(s) longer than predict.max_doc_chars=%d characters: each is cut to "
+                "its first %d characters (logged once per run)",
+                n_long, cap, cap,
+            )  # fmt: skip
+        return capped if n_long else texts
+
+    def top_labels(self, scores: sp.csr_matrix) -> list[list[tuple[str, float]]]:
+        """Each row of a prediction as ``[(label, score), ...]``, best first."""
+        out = []
+        for i in range(scores.shape[0]):
+            lo, hi = scores.indptr[i], scores.indptr[i + 1]
+            cols, vals = scores.indices[lo:hi], scores.data[lo:hi]
+            order = np.lexsort((cols, -vals))
+            names = self.labels.decode(cols[order])
+            out.append([(n, float(v)) for n, v in zip(names, vals[order], strict=True)])
+        return out
+
+    def save(self, folder: str | Path) -> None:
+        """``vectorizer/``, ``labels/``, ``encoder/``, ``ranker/``, ``label_counts.npz``,
+        ``meta.json`` (family, the parts' classes)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.vectorizer.save(folder / "vectorizer")
+        self.labels.save(folder / "labels")
+        self.encoder.save(folder / "encoder")
+        self.ranker.save(folder / "ranker")
+        save_arrays(folder / "label_counts.npz", counts=self.label_counts)
+        write_meta(
+            folder,
+            "XmcModel",
+            {
+                "model_format": MODEL_FORMAT,
+                "family": self.family,
+                "encoder": type(self.encoder).__name__,
+                "ranker": type(self.ranker).__name__,
+                "n_train_docs": self.n_train_docs,
+                "n_labels": len(self.labels),
+            },
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "auto") -> XmcModel:
+        """Read a folder written by :meth:`save` (``device``: where an encoder's network runs;
+        a format-1 folder of an older xmc loads too)."""
+        folder = Path(folder)
+        layout = model_layout(folder)
+        encoder_cls = registry.part_class(layout["encoder"], folder / "meta.json")
+        ranker_cls = registry.part_class(layout["ranker"], folder / "meta.json")
+        encoder_dir = layout["encoder_dir"]  # None: a format-1 XR-Linear model (no encoder/)
+        encoder = (
+            encoder_cls() if encoder_dir is None else encoder_cls.load(folder / encoder_dir, device)
+        )
+        return cls(
+            layout["family"],
+            TfidfVectorizer.load(folder / "vectorizer"),
+            LabelIndex.load(folder / "labels"),
+            encoder,
+            ranker_cls.load(folder / "ranker"),
+            load_arrays(folder / "label_counts.npz")["counts"],
+            layout["n_train_docs"],
+        )
+
+
+def model_layout(folder: Path) -> dict[str, Any]:
+    """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
+    its meta.json (checksums verified), for either model format."""
+    meta = read_meta(folder, "XmcModel")
+    with meta_fields(folder):
+        n_train_docs = int(meta["n_train_docs"])
+        version = meta.get("model_format", 1)
+        if version == MODEL_FORMAT:
+            return {
+                "family": str(meta["family"]), "encoder": str(meta["encoder"]),
+                "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
+                "n_train_docs": n_train_docs,
+            }  # fmt: skip
+    if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
+        text = meta.get("kind") == "xr-transformer"
+        return {
+            "family": "xr-transformer" if text else "xr-linear",
+            "encoder": "EmbeddingFeatures" if text else "TfidfEncoder",
+            "ranker": "XRLinearModel", "encoder_dir": "embedding" if text else None,
+            "n_train_docs": n_train_docs, "format": 1,
+        }  # fmt: skip
+    raise ArtifactError(
+        folder / "meta.json",
+        f"model format {version!r} (kind {meta.get('kind')!r}) is not one this xmc reads "
+        f"(format {MODEL_FORMAT})",
+        f"retrain: format {MODEL_FORMAT}",
+    )

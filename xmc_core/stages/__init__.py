@@ -1,0 +1,1 @@
+"""The stage graph (one declaration of every family's DAG), its keys and its artifact store."""
