@@ -46,9 +46,10 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.schema import Policies
+from xmc_core.families.train import featurize_in_process
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.metrics import evaluate
-from xmc_core.pipeline import featurize_corpus, label_counts
+from xmc_core.model.contract import label_counts
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER = Path(__file__).resolve().with_name("peer_runner.py")
@@ -75,14 +76,14 @@ def prepare(src: Path, workdir: Path) -> dict[str, Any]:
     options = IngestOptions(policies=Policies(on_unlabeled="keep"))
     manifest = ingest("lines", src, workdir / "corpus", options)
     t0 = time.perf_counter()
-    feats = featurize_corpus(Corpus(workdir / "corpus"), XmcConfig())
+    feats = featurize_in_process(Corpus(workdir / "corpus"), XmcConfig())
     featurize_s = time.perf_counter() - t0
-    train, test = feats.train, feats.test
+    train, test = feats["train"], feats["test"]
     arrays = {"X_train": train.X, "Y_train": train.Y, "X_test": test.X, "Y_test": test.Y}
     for name, m in arrays.items():  # csr float32, uncompressed: scipy 1.13 reads them too
         sp.save_npz(workdir / f"{name}.npz", sp.csr_matrix(m, dtype=np.float32), compressed=False)
     Z = concat_label_features([pifa([pifa_partial(train.X, train.Y)])], [1.0])
-    diff = abs(Z - feats.label_features.z)
+    diff = abs(Z - feats["label_features"].z)
     shutil.rmtree(workdir / "corpus")
     return {
         "source": str(src),

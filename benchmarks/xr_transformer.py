@@ -48,7 +48,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.schema import Policies
 from xmc_core.metrics import evaluate
-from xmc_core.pipeline import label_counts
+from xmc_core.model.contract import label_counts
 
 REPO = peers.REPO
 RUNNER = Path(__file__).resolve().with_name("xr_transformer_runner.py")

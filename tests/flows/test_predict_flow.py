@@ -8,7 +8,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from xmc_core.pipeline import featurize_split
 
 from flows.predict import predict_pipeline
 from flows.runtime import configured, prefect_api
@@ -61,7 +60,7 @@ def test_dataset_split_predictions_equal_in_process_and_rerun_is_cached(
     assert len(parts) == 3 and all(states[n] == "Completed" for n in parts), states
 
     model = XmcModel.load(model_dir)
-    feats = featurize_split(Corpus(small_corpus), "train", model)
+    feats = model.encode_split(Corpus(small_corpus), "train")
     want = model.top_labels(model.predict_features(feats.X, topk=5))
     assert_rows_equal(pq.read_table(output), feats.doc_ids.to_pylist(), want)
 

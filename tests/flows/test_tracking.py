@@ -15,13 +15,14 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
 from flows.runtime import configured, prefect_api
+from flows.stage_runner import PrefectRunner
 from tasks.diagnostics import diagnose
 from tasks.report import METRICS_KEY, REPORT_KEY, publish_report
 from tasks.tracking import flatten_config, log_training_run, metric_key, stage_timings
-from tasks.xr_linear import evaluate
+from tests.model_helpers import featurize, train_model
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.pipeline import featurize_corpus, train_model
+from xmc_core.families.common import EVALUATE
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -43,12 +44,14 @@ def subflow() -> int:
 def tracking_flow(cfg: XmcConfig, outputs: dict[str, str]) -> dict[str, Any]:
     """What the train flow does after training: evaluate, diagnose, track, report."""
     work = str(cfg.work_dir)
+    run = PrefectRunner(work)
     eval_dirs = {
-        s: evaluate.with_options(task_run_name=f"evaluate-{s}")(
-            outputs["model"], outputs[s], cfg.eval, work
+        s: run.path(
+            run(EVALUATE, label=f"evaluate-{s}", model=outputs["model"], split=outputs[s],
+                cfg=cfg.eval)
         )
         for s in SPLITS
-    }
+    }  # fmt: skip
     diagnostics = diagnose(outputs["model"], outputs["train"], outputs["test"], cfg.eval, work)
     subflow()
     timings = stage_timings()
@@ -72,12 +75,12 @@ def run(
 ) -> Iterator[tuple[XmcConfig, dict[str, str], Any]]:
     work = tmp_path_factory.mktemp("tracking")
     cfg = XmcConfig.load(None, [f"work_dir={work}", *SETS, "tracking.run_name=tiny"])
-    feats = featurize_corpus(Corpus(small_corpus), cfg)
+    feats = featurize(Corpus(small_corpus), cfg)
     outputs = {"corpus": str(small_corpus)}
     for name, part in (("train", feats.train), ("test", feats.test)):
         part.save(work / name)
         outputs[name] = str(work / name)
-    train_model(feats, cfg).save(work / "model")
+    train_model(feats, cfg, Corpus(small_corpus)).save(work / "model")
     outputs["model"] = str(work / "model")
     saved = os.environ.pop("MLFLOW_TRACKING_URI", None)
     try:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_helpers import Featurized, featurize
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.pipeline import Featurized, featurize_corpus
 
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=20000"]
 
@@ -27,4 +27,4 @@ def small_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def small_features(small_dataset: Path) -> Featurized:
-    return featurize_corpus(Corpus(small_dataset), XmcConfig.load(None, SMALL))
+    return featurize(Corpus(small_dataset), XmcConfig.load(None, SMALL))

@@ -7,25 +7,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xmc_core.pipeline import Featurized, evaluate_model, train_model
 
 from tests.linear.conftest import SMALL
+from tests.model_helpers import Featurized, train_model
 from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.model.xmc_model import XmcModel
 
 
 @pytest.fixture(scope="module")
-def trained(small_features: Featurized) -> XmcModel:
-    return train_model(small_features, XmcConfig.load(None, SMALL))
+def trained(small_features: Featurized, small_dataset: Path) -> XmcModel:
+    return train_model(small_features, XmcConfig.load(None, SMALL), Corpus(small_dataset))
 
 
 def test_tree_has_several_levels_and_model_beats_a_floor(
     trained: XmcModel, small_features: Featurized
 ) -> None:
     assert trained.ranker.tree_.depth >= 3
-    metrics = evaluate_model(trained, small_features.test, XmcConfig().eval)
+    metrics = trained.evaluate(small_features.test, XmcConfig().eval)
     # most-frequent-label baseline is ~0.2 on this corpus; a linear model gets ~0.8
     assert metrics["P@1"] >= 0.65, metrics
     assert metrics["P@1"] >= metrics["P@3"] >= metrics["P@5"]
@@ -42,9 +43,10 @@ def test_save_load_predict_identical(trained: XmcModel, tmp_path: Path) -> None:
     assert len(top[0]) <= 3 and all(isinstance(n, str) for n, _ in top[0])
 
 
-def test_same_seed_same_model(small_features: Featurized) -> None:
+def test_same_seed_same_model(small_features: Featurized, small_dataset: Path) -> None:
     cfg = XmcConfig.load(None, [*SMALL, "tfidf.max_features=3000"])
-    a, b = train_model(small_features, cfg), train_model(small_features, cfg)
+    corpus = Corpus(small_dataset)
+    a, b = train_model(small_features, cfg, corpus), train_model(small_features, cfg, corpus)
     for wa, wb in zip(a.ranker.weights_, b.ranker.weights_, strict=True):
         assert (wa != wb).nnz == 0
 
@@ -72,9 +74,11 @@ def test_corrupt_or_mismatched_model_fails_clearly(trained: XmcModel, tmp_path: 
 
 
 @pytest.mark.parametrize("negatives", ["man", "tfn+man"])
-def test_matcher_aware_negatives_train(small_features: Featurized, negatives: str) -> None:
+def test_matcher_aware_negatives_train(
+    small_features: Featurized, small_dataset: Path, negatives: str
+) -> None:
     cfg = XmcConfig.load(
         None, [*SMALL, f"ranker.negatives={negatives}", "ranker.importance_weights=true"]
     )
-    model = train_model(small_features, cfg)
-    assert evaluate_model(model, small_features.test, cfg.eval)["P@1"] >= 0.6
+    model = train_model(small_features, cfg, Corpus(small_dataset))
+    assert model.evaluate(small_features.test, cfg.eval)["P@1"] >= 0.6

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from xmc_core.pipeline import featurize_corpus, train_model
 
+from tests.model_helpers import featurize, train_model
 from tests.reliability.conftest import SuiteStats
 from xmc_core.artifacts import sha256_file
 from xmc_core.atomic import write_json
@@ -40,7 +40,8 @@ from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.linear.model import XRLinearModel, load_level, save_level
+from xmc_core.linear.model import LevelRankers, XRLinearModel
+from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.xmc_model import XmcModel
 
@@ -72,7 +73,7 @@ def _loaders() -> dict[str, Callable[[Path], object]]:
         "SplitFeatures": SplitFeatures.load,
         "LabelFeatures": LabelFeatures.load,
         "LabelTree": LabelTree.load,
-        "LevelRankers": load_level,
+        "LevelRankers": LevelRankers.load,
         "XRLinearModel": XRLinearModel.load,
         "XmcModel": XmcModel.load,
         "TokenizedTexts": TokenizedTexts.load,
@@ -80,14 +81,8 @@ def _loaders() -> dict[str, Callable[[Path], object]]:
         "EmbeddingFeatures": lambda f: EmbeddingFeatures.load(f, "cpu"),
         "MatcherLevel": _open_matcher_level,
         "XmcModel-xr-transformer": lambda f: XmcModel.load(f, "cpu"),
-        "MatcherShortlists": _load_shortlists,
+        "MatcherShortlists": MatcherShortlists.load,
     }
-
-
-def _load_shortlists(folder: Path) -> object:
-    from tasks.xr_linear import load_shortlist
-
-    return load_shortlist(folder, 0), load_shortlist(folder, 1)
 
 
 LOADERS = _loaders()
@@ -97,7 +92,7 @@ def _save_transformer_parts(root: Path, corpus: Corpus, model: XmcModel) -> None
     """TextEncoder, EmbeddingFeatures, TokenizedTexts, a MatcherLevel folder and an
     XR-Transformer XmcModel, over a tiny random BERT."""
     from tests.transformer.tiny import build_tiny_encoder
-    from xmc_core.artifacts import save_arrays, save_csr, write_meta
+    from xmc_core.artifacts import save_arrays, write_meta
     from xmc_core.config import EncoderConfig
     from xmc_core.transformer.encoder import TextEncoder, load_tokenizer
     from xmc_core.transformer.head import LevelHead
@@ -123,13 +118,12 @@ def _save_transformer_parts(root: Path, corpus: Corpus, model: XmcModel) -> None
     )  # fmt: skip
     write_meta(level, "MatcherLevel", {"level": 0, "n_clusters": 4})
     xrt = XmcModel(
-        model.vectorizer, model.labels, model.ranker, model.label_counts, model.n_train_docs,
-        embedding,
+        "xr-transformer", model.vectorizer, model.labels, embedding, model.ranker,
+        model.label_counts, model.n_train_docs,
     )  # fmt: skip
     xrt.save(root / "XmcModel-xr-transformer")
-    shortlists = _mkdir(root / "MatcherShortlists")
-    save_csr(shortlists / "level-0.npz", sp.random(8, 4, density=0.5, format="csr"))
-    write_meta(shortlists, "MatcherShortlists", {"levels": [0]})
+    short = sp.csr_matrix(sp.random(8, 4, density=0.5, format="csr", random_state=0))
+    MatcherShortlists([None, short], matcher_level=0).save(root / "MatcherShortlists")
 
 
 @pytest.fixture(scope="module")
@@ -143,14 +137,16 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
     stages.count_partition(corpus, corpus.partitions("train")[0], cfg.tokenizer).save(
         _mkdir(root / "TermCounts")
     )
-    feats = featurize_corpus(corpus, cfg)
+    feats = featurize(corpus, cfg)
     feats.vectorizer.save(root / "TfidfVectorizer")
     feats.labels.save(root / "LabelIndex")
     feats.train.save(root / "SplitFeatures")
     feats.label_features.save(root / "LabelFeatures")
-    model = train_model(feats, cfg)
+    model = train_model(feats, cfg, corpus)
     model.ranker.tree_.save(root / "LabelTree")
-    save_level(root / "LevelRankers", model.ranker.weights_[-1], len(model.ranker.weights_) - 1)
+    LevelRankers(model.ranker.weights_[-1], len(model.ranker.weights_) - 1).save(
+        root / "LevelRankers"
+    )
     model.ranker.save(root / "XRLinearModel")
     model.save(root / "XmcModel")
     _save_transformer_parts(root, corpus, model)

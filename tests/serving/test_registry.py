@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import scipy.sparse as sp
-from xmc_core.pipeline import evaluate_model, featurize_split
 
 from tests.serving.registry_fixtures import (
     ALIAS,
@@ -98,7 +97,7 @@ def test_raw_text_evaluation_equals_featurized_when_all_labels_known(
     eval_cfg = EvalConfig()
     got = evaluate_on_dataset(gate_models[kind], gate_dataset, "test", eval_cfg)
     model = XmcModel.load(gate_models[kind])
-    want = evaluate_model(model, featurize_split(corpus, "test", model), eval_cfg)
+    want = model.evaluate(model.encode_split(corpus, "test"), eval_cfg)
     assert set(got) == set(want) and {k.split("@")[0] for k in got} == {"P", "nDCG", "R", "PSP"}
     assert got == pytest.approx(want, abs=1e-12)
 

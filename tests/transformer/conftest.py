@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_helpers import Featurized, featurize
 from tests.transformer.tiny import build_tiny_encoder
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.pipeline import Featurized, featurize_corpus
 
 SMALL = [
     "tree.branching=4",
@@ -53,4 +53,4 @@ def tx_config(tx_encoder_dir: Path) -> XmcConfig:
 
 @pytest.fixture(scope="session")
 def tx_features(tx_dataset: Path, tx_config: XmcConfig) -> Featurized:
-    return featurize_corpus(Corpus(tx_dataset), tx_config)
+    return featurize(Corpus(tx_dataset), tx_config)

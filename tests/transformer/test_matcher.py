@@ -10,15 +10,19 @@ import pytest
 import xmc_core.transformer.matcher as matcher_mod
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError
+from xmc_core.families.xr_transformer import tokenize
 from xmc_core.linear.tree import LabelTree
 from xmc_core.transformer.matcher import MatcherCheckpoint, matcher_rows, train_matcher
-from xmc_core.transformer.pipeline import tokenize_split
 from xmc_core.transformer.shortlist import matcher_levels
+from xmc_core.transformer.tokens import TokenizedTexts
 
 
 @pytest.fixture(scope="module")
 def inputs(tx_dataset, tx_config, tx_features):
-    tokens = tokenize_split(Corpus(tx_dataset), "train", tx_config)
+    corpus = Corpus(tx_dataset)
+    tokens = TokenizedTexts.concat(
+        [tokenize(corpus, ref, tx_config.encoder) for ref in corpus.partitions("train")]
+    )
     tree = LabelTree.build(tx_features.label_features.z, tx_config.tree)
     return tokens, tx_features.train.Y, tree
 

@@ -47,12 +47,25 @@ def train_graph(
 
 def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
     """:func:`train_graph` in this process; returns the output objects (``model``: the
-    ``XmcModel``, ``evaluation``: its test ``Metrics``, ...)."""
+    ``XmcModel``, ``evaluation``: its test ``Metrics``, ``train``/``test``: the featurized
+    splits, ...)."""
     check_corpus(corpus, cfg)
     start = time.perf_counter()
     run = InProcessRunner(str(cfg.work_dir))
     handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
     log.info("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
+    return values_of(run, handles)
+
+
+def featurize_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
+    """The featurize graph in this process: ``vectorizer``, ``label_index``,
+    ``label_features``, ``train`` and ``test`` (``SplitFeatures``)."""
+    run = InProcessRunner(str(cfg.work_dir))
+    return values_of(run, featurize_graph(run, run.source(Corpus, str(corpus.path)), cfg))
+
+
+def values_of(run: InProcessRunner, handles: dict[str, Any]) -> dict[str, Any]:
+    """The objects behind a graph's handles (a list of handles: a list of objects)."""
     return {
         name: [run.value(h) for h in handle] if isinstance(handle, list) else run.value(handle)
         for name, handle in handles.items()

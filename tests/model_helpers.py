@@ -1,0 +1,71 @@
+"""Train a family from features already computed in the test (the stage graph in-process)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus, DatasetWriter
+from xmc_core.families.train import check_corpus, featurize_in_process
+from xmc_core.features.label_features import LabelFeatures
+from xmc_core.features.labels import LabelIndex
+from xmc_core.features.split_features import SplitFeatures
+from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.model import registry
+from xmc_core.model.xmc_model import XmcModel
+from xmc_core.stages.graph import Held, InProcessRunner
+
+
+@dataclass(frozen=True)
+class Featurized:
+    """What the featurize graph produces for one dataset."""
+
+    vectorizer: TfidfVectorizer
+    labels: LabelIndex
+    label_features: LabelFeatures
+    train: SplitFeatures
+    test: SplitFeatures
+
+
+def featurize(corpus: Corpus, cfg: XmcConfig) -> Featurized:
+    out = featurize_in_process(corpus, cfg)
+    return Featurized(
+        out["vectorizer"], out["label_index"], out["label_features"], out["train"], out["test"]
+    )
+
+
+def train_outputs(feats: Featurized, cfg: XmcConfig, corpus: Corpus) -> dict[str, Any]:
+    """The configured family's graph on ``feats``, in-process: every output object."""
+    check_corpus(corpus, cfg)
+    run = InProcessRunner(str(cfg.work_dir))
+    given = {
+        "vectorizer": feats.vectorizer, "label_index": feats.labels,
+        "label_features": feats.label_features, "train": feats.train, "test": feats.test,
+    }  # fmt: skip
+    handles: dict[str, Any] = {k: Held(v, f"given-{k}-{id(v)}") for k, v in given.items()}
+    handles["corpus"] = run.source(Corpus, str(corpus.path))
+    out = registry.family(cfg.model.kind).graph(run, handles, cfg)
+    return {
+        k: [run.value(h) for h in v] if isinstance(v, list) else run.value(v)
+        for k, v in out.items()
+    }
+
+
+def train_model(feats: Featurized, cfg: XmcConfig, corpus: Corpus) -> XmcModel:
+    """The trained model of :func:`train_outputs`."""
+    return train_outputs(feats, cfg, corpus)["model"]
+
+
+def write_bow_dataset(dest: Path) -> Path:
+    """A two-document bag-of-words dataset folder (4 features)."""
+    feats = (np.array([3, 0], dtype=np.int32), np.array([0.5, 2.0], dtype=np.float32))
+    with DatasetWriter(dest, kind="bow", source={"t": 1}, n_features=4) as ds:
+        ds.split("train").add("d1", None, ["x"], "f", 1, features=feats)
+        ds.close_split("train", "f")
+        ds.split("test").add("t1", None, ["x"], "g", 1, features=feats)
+        ds.close_split("test", "g")
+    return dest
