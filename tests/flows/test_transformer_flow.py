@@ -14,11 +14,12 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
-import flows.train
+import flows.matcher
 import xmc_core.transformer.matcher
-from flows.matcher import matcher_flow
+from flows.matcher import matcher_flow, run_matcher
 from flows.runtime import configured, prefect_api
-from flows.train import run_matcher, train_pipeline
+from flows.stage_runner import PrefectRunner, Ref
+from flows.train import train_pipeline
 from tasks.caching import results_root
 from tests.flows.conftest import task_states
 from tests.transformer.conftest import SMALL
@@ -89,7 +90,7 @@ def test_failure_at_second_matcher_level_resumes_there(
     outputs = state.result()
     metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
     assert metrics["P@1"] >= 0.6, metrics  # ~0.86
-    assert (Path(outputs["model"]) / "embedding" / "encoder" / "model.safetensors").is_file()
+    assert (Path(outputs["model"]) / "encoder" / "encoder" / "model.safetensors").is_file()
 
     def fake_run_deployment(name: str, parameters: dict[str, Any], **options: Any) -> Any:
         assert name == "matcher/xmc-matcher-gpu"
@@ -99,11 +100,14 @@ def test_failure_at_second_matcher_level_resumes_there(
         params = json.loads(json.dumps(parameters))  # what the API would carry
         return SimpleNamespace(name="fake", state=matcher_flow(**params, return_state=True))
 
-    monkeypatch.setenv(flows.train.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
-    monkeypatch.setattr(flows.train, "run_deployment", fake_run_deployment)
+    monkeypatch.setenv(flows.matcher.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
+    monkeypatch.setattr(flows.matcher, "run_deployment", fake_run_deployment)
     work = str(tmp_path.resolve())
     with prefect_api():
-        got = run_matcher(
-            outputs["tokens_train"], outputs["train"], outputs["matcher_tree"], cfg, work
-        )
+        refs = run_matcher(
+            PrefectRunner(work), Ref(object, outputs["tokens_train"]),
+            Ref(object, outputs["train"]), Ref(object, outputs["matcher_tree"]), cfg.encoder,
+            cfg.matcher,
+        )  # fmt: skip
+    got = [PrefectRunner.path(r) for r in refs]
     assert got[-1] == outputs["matcher"] and len(got) == 2

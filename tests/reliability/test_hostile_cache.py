@@ -225,19 +225,26 @@ def _deployment_run(
 ) -> Callable[[], list[str]]:
     """``run_matcher`` as the train flow calls it, with the matcher deployment's run faked: it
     returned its checkpoints as a JSON result file under ``work`` holding ``content``."""
-    import flows.train
+    import flows.matcher
+    from flows.stage_runner import PrefectRunner, Ref
 
     result = results_root(work) / "0123456789abcdef"
     result.parent.mkdir(parents=True, exist_ok=True)
     result.write_text(content)
     metadata = ResultRecordMetadata(storage_key=str(result), serializer=JSONSerializer())
     state = Completed(data=metadata)  # as the API reports the deployment's run
-    monkeypatch.setenv(flows.train.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
+    monkeypatch.setenv(flows.matcher.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
     monkeypatch.setattr(
-        flows.train, "run_deployment", lambda *a, **k: SimpleNamespace(name="gpu", state=state)
+        flows.matcher, "run_deployment", lambda *a, **k: SimpleNamespace(name="gpu", state=state)
     )
     cfg = XmcConfig.load(None, [f"work_dir={work}"])
-    return lambda: flows.train.run_matcher("tokens", "train", "tree", cfg, str(work))
+    run, refs = PrefectRunner(work), [Ref(object, n) for n in ("tokens", "train", "tree")]
+
+    def read() -> list[str]:
+        got = flows.matcher.run_matcher(run, *refs, cfg.encoder, cfg.matcher)
+        return [PrefectRunner.path(r) for r in got]
+
+    return read
 
 
 def test_a_hostile_matcher_deployment_result_builds_nothing(

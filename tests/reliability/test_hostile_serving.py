@@ -93,7 +93,7 @@ class Exploding:
     """A model whose predictions fail in an unforeseen way."""
 
     def __init__(self, model: XmcModel) -> None:
-        self.labels, self.kind, self.ranker = model.labels, model.kind, model.ranker
+        self.labels, self.family, self.ranker = model.labels, model.family, model.ranker
 
     def predict(self, *_args: object) -> None:
         raise RuntimeError("the disk went away\nsecond line")

@@ -1,0 +1,188 @@
+"""The model contract, for every registered family (the built-ins and the tests' own toy family):
+``fit`` returns self, save -> load -> predict is identical, the config round-trips, the same seed
+gives the same output, a corrupt or foreign folder is refused naming the file, and the family
+trains through the CLI and the flow and predicts through the pyfunc."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+import pytest
+
+from tests.cli_helpers import xmc
+from tests.flows.conftest import prefect_server  # noqa: F401 - the fixture
+from tests.serving.registry_fixtures import global_tracking
+from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
+from tests.transformer.tiny import build_tiny_encoder
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.errors import ArtifactError
+from xmc_core.families.train import train_in_process
+from xmc_core.model import registry
+from xmc_core.model.xmc_model import XmcModel
+
+TOY = "tests.model.toy_family"
+FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid"]
+SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins() -> Iterator[None]:
+    """The toy family registered here and in every child process (CLI, pyfunc)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(registry.PLUGINS_ENV, TOY)
+        yield
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("contract") / "synthetic"
+    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
+    write_synthetic_dataset(dest, spec, rows_per_group=150)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    texts = Corpus(dataset).read_split("train", ["text"]).column("text").to_pylist()
+    return build_tiny_encoder(tmp_path_factory.mktemp("tiny") / "bert", texts)
+
+
+def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
+    sets = [f"work_dir={work}", f"model.kind={kind}", "tracking.enabled=false", *SMALL]
+    if kind == "xr-transformer":
+        sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}"]
+    if kind == "toy-centroid":
+        sets.append("plugins.toy-centroid.shrink=0.01")
+    return sets
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def trained(
+    request: pytest.FixtureRequest, dataset: Path, encoder_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, XmcConfig, dict[str, Any]]:  # fmt: skip
+    kind = request.param
+    cfg = XmcConfig.load(None, overrides(kind, tmp_path_factory.mktemp(kind), encoder_dir))
+    return kind, cfg, train_in_process(Corpus(dataset), cfg)
+
+
+def texts(dataset: Path, n: int = 30) -> list[str | None]:
+    return Corpus(dataset).read_split("test", ["text"]).column("text").to_pylist()[:n]
+
+
+def test_family_is_registered_with_real_sections(trained: tuple) -> None:
+    kind, cfg, outputs = trained
+    family = registry.family(kind)
+    assert family.name == kind and outputs["model"].family == kind
+    assert set(family.sections) <= set(XmcConfig.model_fields)
+    assert outputs["evaluation"].values["P@1"] >= 0.5, outputs["evaluation"].values
+
+
+def test_fit_returns_self(trained: tuple) -> None:
+    _, _, outputs = trained
+    ranker, train = outputs["model"].ranker, outputs["model_train"]
+    assert ranker.fit(train.X, train.Y, getattr(ranker, "tree_", None)) is ranker
+    assert ranker.predict(train.X[:10]).shape == (10, len(outputs["model"].labels))
+
+
+def test_save_load_predict_identical(trained: tuple, dataset: Path, tmp_path: Path) -> None:
+    _, _, outputs = trained
+    model = outputs["model"]
+    model.save(tmp_path / "m")
+    loaded = XmcModel.load(tmp_path / "m", device="cpu")
+    assert type(loaded.ranker) is type(model.ranker)
+    assert type(loaded.encoder) is type(model.encoder)
+    a, b = model.predict(texts(dataset)), loaded.predict(texts(dataset))
+    assert a.nnz > 0 and (a != b).nnz == 0
+
+
+def test_config_round_trips(trained: tuple, tmp_path: Path) -> None:
+    _, cfg, _ = trained
+    (tmp_path / "cfg.yaml").write_text(cfg.to_yaml())
+    assert XmcConfig.load(tmp_path / "cfg.yaml") == cfg
+
+
+def test_same_seed_same_output(trained: tuple, dataset: Path, tmp_path: Path) -> None:
+    kind, cfg, outputs = trained
+    again = train_in_process(Corpus(dataset), cfg.model_copy(update={"work_dir": tmp_path}))
+    a, b = outputs["model"].predict(texts(dataset)), again["model"].predict(texts(dataset))
+    assert (a != b).nnz == 0, kind
+    assert again["evaluation"] == outputs["evaluation"]
+
+
+def test_corrupt_or_foreign_folder_is_refused(trained: tuple, tmp_path: Path) -> None:
+    _, _, outputs = trained
+    outputs["model"].save(tmp_path / "m")
+    ranker_files = sorted(p for p in (tmp_path / "m" / "ranker").rglob("*.npz"))
+    damaged = ranker_files[-1]
+    damaged.write_bytes(damaged.read_bytes()[:40])
+    with pytest.raises(ArtifactError, match=damaged.name):
+        XmcModel.load(tmp_path / "m", device="cpu")
+    with pytest.raises(ArtifactError, match="meta.json"):  # a part is not a model
+        XmcModel.load(tmp_path / "m" / "labels")
+    outputs["model"].save(tmp_path / "n")
+    meta_path = tmp_path / "n" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "ranker": "os.system"}))
+    with pytest.raises(ArtifactError, match=r"meta\.json.*class 'os\.system'"):
+        XmcModel.load(tmp_path / "n")  # a folder never chooses what code is imported
+
+
+def test_trains_and_predicts_through_the_cli(
+    trained: tuple, dataset: Path, encoder_dir: Path, tmp_path: Path
+) -> None:
+    kind, _, outputs = trained
+    sets = [a for s in overrides(kind, tmp_path / "work", encoder_dir) for a in ("--set", s)]
+    done = xmc("train", str(dataset), str(tmp_path / "model"), *sets)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "model" / "meta.json").read_text())["family"] == kind
+    (tmp_path / "docs.txt").write_text("\n".join(t or "" for t in texts(dataset, 5)) + "\n")
+    done = xmc("predict", str(tmp_path / "model"), str(tmp_path / "docs.txt"), "-")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    want = outputs["model"].top_labels(outputs["model"].predict(texts(dataset, 5)))
+    assert [r["labels"] for r in rows] == [[n for n, _ in w] for w in want]
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_trains_through_the_flow(trained: tuple, dataset: Path, tmp_path: Path) -> None:
+    from flows.runtime import configured, prefect_api
+    from flows.train import train_pipeline
+
+    kind, cfg, outputs = trained
+    cfg = cfg.model_copy(
+        update={"work_dir": tmp_path, "data": cfg.data.model_copy(update={"dataset": dataset})}
+    )
+    with prefect_api():
+        state = configured(train_pipeline, cfg, use_dask=False)(cfg, return_state=True)
+    assert state.is_completed(), state.message
+    got = state.result()
+    metrics = json.loads((Path(got["evaluation"]) / "metrics.json").read_text())
+    assert metrics == pytest.approx(outputs["evaluation"].values), kind
+    flow_model = XmcModel.load(got["model"], device="cpu")
+    some = texts(dataset)
+    assert (flow_model.predict(some) != outputs["model"].predict(some)).nnz == 0
+
+
+def test_loads_in_the_pyfunc(trained: tuple, dataset: Path, tmp_path: Path) -> None:
+    from xmc_core.serving.package import log_model
+
+    _, cfg, outputs = trained
+    outputs["model"].save(tmp_path / "m")
+    with global_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}"), mlflow.start_run():
+        info = log_model(tmp_path / "m", cfg)
+        pyfunc = mlflow.pyfunc.load_model(info.model_uri)
+    some = [t for t in texts(dataset, 10) if t]
+    out = pyfunc.predict(pd.DataFrame({"text": some}))
+    want = outputs["model"].top_labels(outputs["model"].predict(some))
+    assert [list(labels) for labels in out["labels"]] == [[n for n, _ in w] for w in want]
+    assert os.environ.get(registry.PLUGINS_ENV) == TOY
