@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from xmc_core.artifacts import read_meta
 from xmc_core.config import RankerConfig
-from xmc_core.linear.beam import beam_to_csr, root_beam, score_level
+from xmc_core.linear.beam import beam_search, beam_to_csr
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.metrics import Predictions, ndcg_at_k, precision_at_k
@@ -62,14 +62,16 @@ def beam_recall_per_level(
         raise ValueError(f"beam_size={beam_size} must be >= 1")
     targets = level_targets(sp.csr_matrix(Y), ranker.tree_.C)
     post, bias = ranker.predict_cfg.post_processor, ranker.ranker.bias
-    ids, scores = root_beam(X.shape[0])
-    recalls = []
-    for t, level in enumerate(ranker.chunks_):
-        ids, scores = score_level(X, level, ids, scores, beam_size, post, bias)
-        kept = binarize(beam_to_csr(ids, np.ones_like(scores), level.n_nodes))
+    recalls: list[float] = []
+
+    def record(t: int, ids: np.ndarray, scores: np.ndarray) -> None:
+        kept = binarize(beam_to_csr(ids, np.ones_like(scores), ranker.chunks_[t].n_nodes))
         relevant = targets[t]
         found = relevant.multiply(kept).sum()
         recalls.append(float(found / relevant.nnz) if relevant.nnz else 0.0)
+
+    widths = [beam_size] * len(ranker.chunks_)
+    beam_search(X, ranker.chunks_, widths, post, bias, on_level=record)
     return recalls
 
 

@@ -11,8 +11,8 @@ Conventions follow the Extreme Classification Repository (pyxclib) and PECOS:
   R@k averages over documents with at least one relevant label (in the label space or missing).
 - Every metric is a fraction in [0, 1]; an average over an empty set is 0.0.
 
-Everything is vectorized over documents: a row-wise sort of ``Y_pred`` and one binary search
-per (document, rank) pair.
+Everything is vectorized over documents: a row-wise sort of ``Y_pred`` (the shared ranking,
+:func:`xmc_core.ranking.top_k`) and one binary search per (document, rank) pair.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import EvalConfig
+from xmc_core.ranking import top_k
 
 Predictions = sp.spmatrix | sp.sparray | np.ndarray
 Ks = int | Iterable[int]
@@ -281,38 +282,12 @@ def _canonical(matrix: sp.spmatrix | sp.sparray, drop_zeros: bool = False) -> sp
 
 
 def _rank_sparse(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of csr (n_docs, n_labels) rows (indices sorted): ids int64 (n_docs, k), valid bool.
-
-    Rows are sorted in padded dense blocks of rows of similar length (lengths within a factor
-    of 2, all rows up to 64 together), so padding at most doubles the work.
-    """
+    """Top-k of csr (n_docs, n_labels) rows by :func:`xmc_core.ranking.top_k`: ids int64
+    (n_docs, k), -1 past a row's end, and valid bool (n_docs, k)."""
     if np.isnan(scores.data).any():
         raise ValueError("Y_pred holds NaN scores")
-    length_class = np.ceil(np.log2(np.maximum(np.diff(scores.indptr), 64))).astype(np.int64)
-    classes = np.unique(length_class)
-    if len(classes) <= 1:
-        ids = _top_padded(scores, k)
-    else:
-        ids = np.empty((scores.shape[0], k), dtype=np.int64)
-        for c in classes:
-            rows = np.flatnonzero(length_class == c)
-            ids[rows] = _top_padded(scores[rows], k)
+    ids = top_k(scores, k).padded(k)
     return ids, ids >= 0
-
-
-def _top_padded(scores: sp.csr_matrix, k: int) -> np.ndarray:
-    """Stable row sort of -score in a (n_docs, max row length) block: ties keep label order."""
-    n_docs = scores.shape[0]
-    per_row = np.diff(scores.indptr)
-    width = max(int(per_row.max(initial=0)), k)
-    shift = np.arange(n_docs, dtype=np.int64) * width - scores.indptr[:-1]
-    flat = np.arange(scores.nnz, dtype=np.int64) + np.repeat(shift, per_row)
-    negated = np.full(n_docs * width, np.inf)  # padding sorts after every real score
-    negated[flat] = -np.asarray(scores.data, dtype=np.float64)
-    labels = np.full(n_docs * width, -1, dtype=np.int64)
-    labels[flat] = scores.indices
-    order = np.argsort(negated.reshape(n_docs, width), axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(labels.reshape(n_docs, width), order, axis=1)
 
 
 def _rank_dense(ranked: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -4,8 +4,8 @@ The table written by batch prediction (``flows/predict.py``) has :data:`PREDICTI
 
     doc_id: string, labels: list<string> (best first), scores: list<float32>
 
-Within a document, labels are ordered by score (highest first), ties by label column, exactly as
-:meth:`xmc_core.model.xmc_model.XmcModel.top_labels`.
+Within a document, labels are ordered by score (highest first), ties by label column, by
+:func:`xmc_core.ranking.top_k` (as :meth:`xmc_core.model.xmc_model.XmcModel.top_labels`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from xmc_core.errors import InputError
 from xmc_core.features import stages
 from xmc_core.features.labels import LabelIndex
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.ranking import top_k
 
 PREDICTIONS_SCHEMA = pa.schema(
     [
@@ -37,25 +38,14 @@ PREDICTIONS_SCHEMA = pa.schema(
 )
 
 
-def rank_rows(scores: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row of ``scores`` csr (n_docs, n_labels) best first.
-
-    Returns ``offsets`` int64 (n_docs + 1,), ``cols`` int64 (nnz,), ``vals`` float32 (nnz,):
-    row ``i`` is ``cols[offsets[i]:offsets[i + 1]]``, by score descending, then column.
-    """
-    scores = sp.csr_matrix(scores)
-    rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
-    order = np.lexsort((scores.indices, -scores.data, rows))
-    offsets = scores.indptr.astype(np.int64)
-    return offsets, scores.indices[order].astype(np.int64), scores.data[order].astype(np.float32)
-
-
 def ranked_arrays(labels: LabelIndex, scores: sp.csr_matrix) -> tuple[pa.ListArray, pa.ListArray]:
-    """``labels`` list<string> and ``scores`` list<float32> arrays (n_docs,), best first."""
-    offsets, cols, vals = rank_rows(scores)
-    names = labels.names.take(pa.array(cols)).cast(pa.string())
-    off = pa.array(offsets.astype(np.int32))
-    return pa.ListArray.from_arrays(off, names), pa.ListArray.from_arrays(off, pa.array(vals))
+    """``labels`` list<string> and ``scores`` list<float32> arrays (n_docs,), best first (see
+    :func:`xmc_core.ranking.top_k`)."""
+    ranked = top_k(scores)
+    names = labels.names.take(pa.array(ranked.cols)).cast(pa.string())
+    off = pa.array(ranked.offsets.astype(np.int32))
+    vals = pa.array(ranked.vals.astype(np.float32))
+    return pa.ListArray.from_arrays(off, names), pa.ListArray.from_arrays(off, vals)
 
 
 def ranked_lists(

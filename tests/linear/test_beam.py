@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
-from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
+from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, root_beam, score_level
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
 
@@ -85,3 +85,39 @@ def test_chunked_level_rejects_children_without_one_parent() -> None:
     bad = sp.csr_matrix(np.array([[1.0, 1.0], [0.0, 0.0]]))
     with pytest.raises(ValueError, match="exactly one parent"):
         ChunkedLevel.build(W, bad)
+
+
+def test_beam_search_hook_sees_every_level_and_changes_nothing() -> None:
+    # 3 levels: 2 clusters -> 4 clusters -> 8 labels (2 children each)
+    C = [sp.csr_matrix(np.ones((2, 1))), assignment([0, 0, 1, 1], 2)]
+    C.append(assignment([i // 2 for i in range(8)], 4))
+    d = 12
+    weights = [
+        sp.random(d + 1, c.shape[0], density=0.6, format="csc", random_state=10 + t)
+        for t, c in enumerate(C)
+    ]
+    levels = [ChunkedLevel.build(W, c) for W, c in zip(weights, C, strict=True)]
+    X = sp.random(25, d, density=0.4, format="csr", random_state=6, dtype=np.float32)
+    widths = [2, 3, 4]
+    plain = beam_search(X, levels, widths, "sigmoid", 1.0)
+    seen: list[tuple[int, np.ndarray, np.ndarray]] = []
+    hooked = beam_search(
+        X, levels, widths, "sigmoid", 1.0, on_level=lambda t, i, s: seen.append((t, i, s))
+    )
+    assert np.array_equal(plain.indptr, hooked.indptr)
+    assert np.array_equal(plain.indices, hooked.indices)
+    assert np.array_equal(plain.data, hooked.data) and plain.shape == (25, 8)
+    assert [t for t, _, _ in seen] == [0, 1, 2]
+    assert [ids.shape for _, ids, _ in seen] == [(25, 2), (25, 3), (25, 4)]
+    # the hook sees the same beams as the level-by-level loop it replaces
+    ids, scores = root_beam(25)
+    for t, level in enumerate(levels):
+        ids, scores = score_level(X, level, ids, scores, widths[t], "sigmoid", 1.0)
+        assert np.array_equal(seen[t][1], ids) and np.array_equal(seen[t][2], scores)
+    assert (beam_to_csr(ids, scores, 8) != hooked).nnz == 0
+    # a generator of levels works too; a width per level is required
+    assert (beam_search(X, iter(levels), widths, "sigmoid", 1.0) != plain).nnz == 0
+    with pytest.raises(ValueError):
+        beam_search(X, levels, widths[:2], "sigmoid", 1.0)
+    with pytest.raises(ValueError, match="at least one level"):
+        beam_search(X, [], [], "sigmoid", 1.0)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from tests.linear.conftest import SMALL
 from tests.model_helpers import Featurized, train_model
@@ -51,12 +52,45 @@ def test_same_seed_same_model(small_features: Featurized, small_dataset: Path) -
         assert (wa != wb).nnz == 0
 
 
+def path_scores(model: XmcModel, X: sp.csr_matrix) -> list[np.ndarray]:
+    """Exhaustive scores of every node of every level, dense (n_docs, K_{t+1}) float64: the
+    product of the l3-hinge transformed ranker scores along the node's path from the root."""
+    ranker = model.ranker
+    assert ranker.predict_cfg.post_processor == "l3-hinge"
+    Xb = sp.hstack([X, np.full((X.shape[0], 1), ranker.ranker.bias)], format="csr")
+    out, above = [], np.ones((X.shape[0], 1))
+    for W, C in zip(ranker.weights_, ranker.tree_.C, strict=True):
+        raw = (Xb.astype(np.float64) @ W.astype(np.float64)).toarray()
+        above = np.exp(-(np.maximum(1.0 - raw, 0.0) ** 3)) * above[:, C.indices]
+        out.append(above)
+    return out
+
+
 def test_beam_and_topk_overrides(trained: XmcModel, small_features: Featurized) -> None:
     X = small_features.test.X[:20]
     assert (np.diff(trained.predict_features(X, topk=2).indptr) <= 2).all()
+    tree = trained.ranker.tree_
+    levels = path_scores(trained, X)
+    # beam 50 holds every cluster of every level (4, 16): the exhaustive top 5
+    assert max(tree.level_sizes()[:-1]) <= 50
     wide = trained.predict_features(X, topk=5, beam_size=50)
+    best = np.argsort(-levels[-1], axis=1, kind="stable")[:, :5]
+    assert (np.diff(wide.indptr) == 5).all()
+    for i in range(20):
+        assert set(wide[i].indices) == set(best[i])
+        np.testing.assert_allclose(wide[i].data, levels[-1][i, wide[i].indices], rtol=1e-5)
+    # beam 1 follows the single best node down: the top 5 children of the greedy leaf cluster
     narrow = trained.predict_features(X, topk=5, beam_size=1)
-    assert wide.shape == narrow.shape
+    for i in range(20):
+        node = int(np.argmax(levels[0][i]))
+        for t in range(1, tree.depth - 1):
+            children = np.flatnonzero(tree.C[t].indices == node)
+            node = int(children[np.argmax(levels[t][i, children])])
+        leaves = np.flatnonzero(tree.C[-1].indices == node)  # the labels of the kept cluster
+        top = leaves[np.argsort(-levels[-1][i, leaves], kind="stable")[:5]]
+        assert set(narrow[i].indices) == set(top)
+        np.testing.assert_allclose(narrow[i].data, levels[-1][i, narrow[i].indices], rtol=1e-5)
+    assert (wide != narrow).nnz > 0  # the beam override reaches the search
 
 
 def test_corrupt_or_mismatched_model_fails_clearly(trained: XmcModel, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def texts(dataset: Path, n: int = 30) -> list[str | None]:
 
 
 def test_family_is_registered_with_real_sections(trained: tuple) -> None:
-    kind, cfg, outputs = trained
+    kind, _, outputs = trained
     family = registry.family(kind)
     assert family.name == kind and outputs["model"].family == kind
     assert set(family.sections) <= set(XmcConfig.model_fields)
@@ -125,9 +126,9 @@ def test_corrupt_or_foreign_folder_is_refused(trained: tuple, tmp_path: Path) ->
     ranker_files = sorted(p for p in (tmp_path / "m" / "ranker").rglob("*.npz"))
     damaged = ranker_files[-1]
     damaged.write_bytes(damaged.read_bytes()[:40])
-    with pytest.raises(ArtifactError, match=damaged.name):
+    with pytest.raises(ArtifactError, match=re.escape(damaged.name)):
         XmcModel.load(tmp_path / "m", device="cpu")
-    with pytest.raises(ArtifactError, match="meta.json"):  # a part is not a model
+    with pytest.raises(ArtifactError, match=r"labels/meta\.json"):  # a part is no model
         XmcModel.load(tmp_path / "m" / "labels")
     outputs["model"].save(tmp_path / "n")
     meta_path = tmp_path / "n" / "meta.json"

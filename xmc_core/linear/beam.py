@@ -2,7 +2,8 @@
 
 At level t each document keeps ``beam_size`` nodes; the children of those nodes are scored with
 their linear rankers, the score is transformed (post-processor) and combined with the parent's
-score, and the best ``beam_size`` (``topk`` at the last level) survive.
+score, and the best ``beam_size`` (``topk`` at the last level) survive. :func:`beam_search` is
+the one loop over the levels (prediction, matcher negatives and diagnostics all run it).
 
 Scoring follows the document's features, not the rankers' weights (as PECOS does): ``W`` is
 regrouped per parent into a feature-major chunk holding the weights of that parent's children,
@@ -13,6 +14,7 @@ matching weights; dense upper levels cost no more than sparse ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +22,9 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 POST_PROCESSORS = {"noop": 0, "sigmoid": 1, "l3-hinge": 2}
+
+LevelHook = Callable[[int, np.ndarray, np.ndarray], None]
+"""Called as ``hook(t, ids, scores)`` with the beam kept at level t (see :func:`beam_search`)."""
 
 
 @dataclass(frozen=True)
@@ -191,3 +196,31 @@ def beam_to_csr(ids: np.ndarray, scores: np.ndarray, n_cols: int) -> sp.csr_matr
     )
     out.sort_indices()
     return out
+
+
+def beam_search(
+    X: sp.csr_matrix,
+    levels: Iterable[ChunkedLevel],
+    widths: Sequence[int],
+    post_processor: str,
+    bias: float,
+    on_level: LevelHook | None = None,
+) -> sp.csr_matrix:
+    """Beam search from the root through ``levels`` (coarse to fine), keeping ``widths[t]``
+    nodes per document at level t.
+
+    ``X``: csr (n_docs, n_features); ``levels`` is read once, in order, so a generator can
+    build each level when it is reached. After level t, ``on_level(t, ids, scores)`` sees its
+    beam: ``ids`` int64 (n_docs, widths[t]), -1 for empty slots, and ``scores`` float32, best
+    first. Returns csr (n_docs, K) float32, the scores of the nodes kept at the last level (K:
+    its node count).
+    """
+    ids, scores = root_beam(X.shape[0])
+    level = None
+    for t, (level, width) in enumerate(zip(levels, widths, strict=True)):
+        ids, scores = score_level(X, level, ids, scores, width, post_processor, bias)
+        if on_level is not None:
+            on_level(t, ids, scores)
+    if level is None:
+        raise ValueError("beam search needs at least one level")
+    return beam_to_csr(ids, scores, level.n_nodes)

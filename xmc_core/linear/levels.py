@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
-from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
+from xmc_core.linear.beam import ChunkedLevel, beam_search
 
 
 def binarize(m: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
@@ -62,12 +62,10 @@ def matcher_beam(
     post_processor: str,
     bias: float,
 ) -> sp.csr_matrix:
-    """Top ``beam_size`` nodes of the last trained level for every document (beam search)."""
-    ids, scores = root_beam(X.shape[0])
-    for t, W in enumerate(weights):
-        level = ChunkedLevel.build(W, C[t])
-        ids, scores = score_level(X, level, ids, scores, beam_size, post_processor, bias)
-    return beam_to_csr(ids, scores, C[len(weights) - 1].shape[0])
+    """Top ``beam_size`` nodes of the last trained level for every document: csr (n_docs,
+    K_{len(weights)}) scores, by :func:`beam_search` through ``weights`` (one per level)."""
+    levels = (ChunkedLevel.build(W, C[t]) for t, W in enumerate(weights))  # one at a time
+    return beam_search(X, levels, [beam_size] * len(weights), post_processor, bias)
 
 
 def matching_matrix(

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError
-from xmc_core.linear.beam import ChunkedLevel, beam_to_csr, root_beam, score_level
+from xmc_core.linear.beam import ChunkedLevel, beam_search
 from xmc_core.linear.levels import (
     binarize,
     importance_weights,
@@ -133,11 +133,8 @@ class XRLinearModel:
         beam = beam_size or cfg.beam_size
         k = topk or cfg.topk
         post = post_processor or cfg.post_processor
-        ids, scores = root_beam(X.shape[0])
-        for t, level in enumerate(self.chunks_):
-            width = k if t == len(self.chunks_) - 1 else beam
-            ids, scores = score_level(X, level, ids, scores, width, post, self.ranker.bias)
-        return beam_to_csr(ids, scores, self.n_labels)
+        widths = [beam] * (len(self.chunks_) - 1) + [k]
+        return beam_search(X, self.chunks_, widths, post, self.ranker.bias)
 
     def save(self, folder: str | Path) -> None:
         """Write ``tree/``, ``W{t}.npz`` and ``meta.json``."""

@@ -10,6 +10,7 @@ pickle anywhere.
 from __future__ import annotations
 
 import logging
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
+from xmc_core.ranking import top_k
 
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig
@@ -168,15 +170,11 @@ class XmcModel:
         return capped if n_long else texts
 
     def top_labels(self, scores: sp.csr_matrix) -> list[list[tuple[str, float]]]:
-        """Each row of a prediction as ``[(label, score), ...]``, best first."""
-        out = []
-        for i in range(scores.shape[0]):
-            lo, hi = scores.indptr[i], scores.indptr[i + 1]
-            cols, vals = scores.indices[lo:hi], scores.data[lo:hi]
-            order = np.lexsort((cols, -vals))
-            names = self.labels.decode(cols[order])
-            out.append([(n, float(v)) for n, v in zip(names, vals[order], strict=True)])
-        return out
+        """Each row of a prediction csr (n_docs, n_labels) as ``[(label, score), ...]``, best
+        first (ties: lower label id, see :func:`xmc_core.ranking.top_k`)."""
+        ranked = top_k(scores)
+        pairs = list(zip(self.labels.decode(ranked.cols), ranked.vals.tolist(), strict=True))
+        return [pairs[lo:hi] for lo, hi in pairwise(ranked.offsets.tolist())]
 
     def save(self, folder: str | Path) -> None:
         """``vectorizer/``, ``labels/``, ``encoder/``, ``ranker/``, ``label_counts.npz``,

@@ -19,6 +19,7 @@ from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays,
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
+from xmc_core.ranking import top_k
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,22 +71,7 @@ def matcher_parent_shortlists(
         K = ranker_tree.level_sizes()[t - 1]
         A_r = sp.csr_matrix((ones, (labels, parent_of)), shape=(n_labels, K))
         shared = sp.csr_matrix(chosen @ sp.csr_matrix(A_m.T @ A_r))  # labels in common
-        out.append(_top_per_row(shared, beam_size))
-    return out
-
-
-def _top_per_row(M: sp.csr_matrix, k: int) -> sp.csr_matrix:
-    """Binary csr with the ``k`` largest entries of each row of ``M`` (ties: lower column)."""
-    M.sort_indices()
-    counts = np.diff(M.indptr)
-    rows = np.repeat(np.arange(M.shape[0]), counts)
-    order = np.lexsort((M.indices, -M.data, rows))  # by row, value desc, column asc
-    rank = np.arange(M.nnz) - np.repeat(M.indptr[:-1], counts)
-    keep = order[rank < k]
-    out = sp.csr_matrix(
-        (np.ones(keep.size, dtype=np.float32), (rows[keep], M.indices[keep])), shape=M.shape
-    )
-    out.sort_indices()
+        out.append(top_k(shared, beam_size).indicator())
     return out
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from xmc_core.config import MatcherConfig
+from xmc_core.metrics import precision_at_k
 from xmc_core.transformer.encoder import TextEncoder, autocast, embed
 from xmc_core.transformer.head import LevelHead
 from xmc_core.transformer.shortlist import LevelProblem, top_clusters
@@ -53,21 +54,17 @@ def lr_factor(step: int, total: int, warmup: int) -> float:
 def precision_at(
     E: np.ndarray, head: LevelHead, problem: LevelProblem, rows: np.ndarray, ks=(1, 3, 5)
 ) -> dict[str, float]:
-    """P@k of the level's clusters over every cluster, on documents ``rows``."""
+    """P@k of the level's clusters over every cluster, on documents ``rows``: ``{"P@k": v}``.
+
+    ``E``: float32 (len(rows), h), the embeddings of those documents; the targets are
+    ``problem.Y[rows]``. The head scores every cluster (:func:`top_clusters`), then
+    :func:`xmc_core.metrics.precision_at_k` ranks and counts.
+    """
     if len(rows) == 0:
         return {}
     W, b = head.arrays()
     top = top_clusters(E, W, b, max(ks))
-    Y = problem.Y[rows]
-    out = {}
-    for k in ks:
-        hits = 0
-        for i in range(len(rows)):
-            lo, hi = top.indptr[i], top.indptr[i + 1]
-            best = top.indices[lo:hi][np.argsort(-top.data[lo:hi], kind="stable")[:k]]
-            hits += int(Y[i, best].sum())
-        out[f"P@{k}"] = hits / (k * len(rows))
-    return out
+    return {f"P@{k}": v for k, v in precision_at_k(problem.Y[rows], top, ks).items()}
 
 
 def fit_level(
