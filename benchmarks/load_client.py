@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-MAX_BODY_BYTES = 4 << 20  # xmc_core.serving.http.MAX_BODY_BYTES (this module stays import-free)
-MAX_TEXTS = 1000  # xmc_core.serving.http.MAX_TEXTS
+MAX_BODY_BYTES = 4 << 20  # ServeConfig.max_body_bytes (this module stays import-free)
+MAX_TEXTS = 1000  # ServeConfig.max_texts
 CHUNK = 64 << 10
 ERRORS_KEPT = 20
 

@@ -2,11 +2,13 @@
 
 Usage (started by ``benchmarks/xr_transformer.py``)::
 
-    python benchmarks/xr_transformer_runner.py WORKDIR OUTDIR --checkpoints DIR [--set K=V ...]
+    python benchmarks/xr_transformer_runner.py WORKDIR OUTDIR --checkpoints DIR [--config FILE]
+        [--set K=V ...]
 
 ``WORKDIR`` holds the shared features of ``benchmarks/peers.py``'s ``prepare`` (``X_train.npz``,
 ``Y_train.npz``, ``X_test.npz``) and ``corpus/``, the ingested dataset they were computed from
-(same documents, same order). ``--set`` are ``XmcConfig`` overrides. ``--checkpoints`` is the
+(same documents, same order). ``--config`` (a YAML file such as ``configs/xr-transformer-cpu.yaml``)
+and ``--set`` make the ``XmcConfig``, as for ``xmc train``. ``--checkpoints`` is the
 matcher's checkpoint root; it is emptied first, so every level is trained, unless ``--resume``
 keeps the levels an earlier run finished (``matcher_resumed`` lists them).
 
@@ -300,7 +302,8 @@ def summarize(
 
 
 def main(argv: list[str]) -> int:
-    """``WORKDIR OUTDIR --checkpoints DIR [--set K=V ...]``: run, write ``result.json``."""
+    """``WORKDIR OUTDIR --checkpoints DIR [--config FILE] [--set K=V ...]``: run, write
+    ``result.json``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("workdir", type=Path)
     p.add_argument("outdir", type=Path)
@@ -312,10 +315,11 @@ def main(argv: list[str]) -> int:
         help="keep finished matcher levels of an earlier run of the same config (their "
         "seconds, from their meta.json, are added to train_s; matcher_resumed lists them)",
     )  # fmt: skip
+    p.add_argument("--config", type=Path, help="YAML config file (default: the defaults)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    cfg = XmcConfig.load(None, args.set)
+    cfg = XmcConfig.load(args.config, args.set)
     if not args.resume:
         shutil.rmtree(args.checkpoints, ignore_errors=True)
     # finished before this run: a level folder with its meta.json, as train_matcher decides
@@ -328,7 +332,7 @@ def main(argv: list[str]) -> int:
     if reused:  # the reused levels' training seconds count; reloading them stays in (seconds)
         result["matcher_reload_s"] = result["stages_s"]["matcher"]["wall_s"]
         result["train_s"] += sum(level["level_s"] or 0.0 for level in reused)
-    result |= {"method": "xr-transformer", "overrides": args.set}
+    result |= {"method": "xr-transformer", "config_file": str(args.config), "overrides": args.set}
     result["config"] = cfg.model_dump(mode="json")
     (args.outdir / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     return 0

@@ -1,14 +1,14 @@
 """The ``predict`` flow: batch predictions of a dataset split or a text file into one Parquet
 file ``doc_id: string, labels: list<string>, scores: list<float32>`` (best first).
 
-    python -m flows.predict MODEL SOURCE OUTPUT.parquet [--split test] [--topk K]
+    python -m flows.predict MODEL SOURCE OUTPUT.parquet [--split SPLIT] [--topk K]
         [--beam-size B] [--config cfg.yaml] [--set key=value ...]
 
 ``MODEL`` is a model folder or an MLflow URI (``models:/xmc@champion``); ``SOURCE`` a dataset
-folder (one task per partition of ``--split``) or a text file, one document a line (ids
-``line-N``, one task per ``data.rows_per_group`` lines). Every part is cached on the model's
-and the input's content, so a rerun, or a run after more lines were appended, recomputes only
-what changed.
+folder (one task per partition of ``--split``, by default the config's ``eval.split``) or a text
+file, one document a line (ids ``line-N``, one task per ``data.rows_per_group`` lines). Every
+part is cached on the model's and the input's content, so a rerun, or a run after more lines
+were appended, recomputes only what changed.
 """
 
 from __future__ import annotations
@@ -61,15 +61,17 @@ def predict_pipeline(
 
 @flow(name="predict", log_prints=True)
 def predict(
-    model: str, source: str, output: str, split: str = "test",
+    model: str, source: str, output: str, split: str | None = None,
     config_path: str | None = None, overrides: list[str] | None = None,
     topk: int | None = None, beam_size: int | None = None,
 ) -> str:  # fmt: skip
     """Predictions of ``source`` (dataset folder split or text file) by ``model`` into the
-    Parquet file ``output``; ``topk`` / ``beam_size`` None: the model's own settings."""
+    Parquet file ``output``; ``split`` None: the config's ``eval.split``; ``topk`` /
+    ``beam_size`` None: the model's own settings."""
+    cfg = XmcConfig.load(config_path, overrides)
+    split = cfg.eval.split if split is None else split
     if split not in SPLITS:
         raise InputError(None, f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
-    cfg = XmcConfig.load(config_path, overrides)
     model_ref = model if is_uri(model) else _abs(model)
     pipeline = configured(predict_pipeline, cfg)
     return pipeline(model_ref, _abs(source), _abs(output), split, cfg, topk, beam_size)
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("model", help="model folder, or an MLflow URI (models:/NAME@ALIAS)")
     parser.add_argument("source", help="dataset folder, or a text file (one document a line)")
     parser.add_argument("output", help="Parquet file to write")
-    parser.add_argument("--split", default="test", help="split of a dataset folder")
+    parser.add_argument("--split", help="split of a dataset folder (default: eval.split)")
     parser.add_argument("--topk", type=whole_count, help="override the model's top-k")
     parser.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
     parser.add_argument("--config", help="YAML config file")

@@ -15,7 +15,8 @@
     xmc rollback                           give the alias back to its previous holder
 
 Orchestrated runs (featurize, train) are Prefect flows: ``python -m flows.train``.
-Option defaults are the config models' own; the CLI passes only what the user gave.
+Option defaults are the config models' own (``serve.*``, ``eval.split``, ...; help prints them);
+the CLI passes only what the user gave.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.entry import run_command, whole_count
 
 _S = argparse.SUPPRESS
+_DEFAULTS = XmcConfig()
+
+
+def _default(key: str) -> str:
+    """``(default: KEY, VALUE)`` for a help text: the value of the dotted config ``key``."""
+    section, field = key.split(".")
+    return f"(default: {key}, {getattr(getattr(_DEFAULTS, section), field)})"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -87,8 +95,8 @@ def _parser() -> argparse.ArgumentParser:
 
     srv = sub.add_parser("serve", help="answer JSON predictions over HTTP (127.0.0.1)")
     srv.add_argument("model", help="model folder, or an MLflow URI (models:/NAME@ALIAS)")
-    srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=5005)
+    srv.add_argument("--host", default=_S, help=f"address to bind {_default('serve.host')}")
+    srv.add_argument("--port", type=int, default=_S, help=f"port {_default('serve.port')}")
     srv.add_argument("--beam-size", type=int, help="default beam size of requests")
     srv.add_argument("--topk", type=int, help="default top-k of requests")
     srv.add_argument(
@@ -101,15 +109,18 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     srv.add_argument(
         "--header-timeout", dest="header_timeout_s", type=float, default=_S, metavar="S",
-        help="seconds a client has to send a request head (then 408 and closed)",
+        help="seconds a client has to send a request head (then 408 and closed) "
+        + _default("serve.header_timeout_s"),
     )  # fmt: skip
     srv.add_argument(
         "--body-timeout", dest="body_timeout_s", type=float, default=_S, metavar="S",
-        help="seconds a client has to send a request body once its head is in (then closed)",
+        help="seconds a client has to send a request body once its head is in (then closed) "
+        + _default("serve.body_timeout_s"),
     )  # fmt: skip
     srv.add_argument(
         "--max-connections", type=int, default=_S, metavar="N",
-        help="open connections served at once; the ones over it get 503",
+        help="open connections served at once; the ones over it get 503 "
+        + _default("serve.max_connections"),
     )  # fmt: skip
     _config_args(srv)
 
@@ -127,7 +138,7 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", default="test", help="split of a dataset folder (default: test)")
+    p.add_argument("--split", help=f"split of a dataset folder {_default('eval.split')}")
     p.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
     p.add_argument("--topk", type=whole_count, help="override the model's top-k")
 
@@ -158,11 +169,11 @@ def _model_command(args: argparse.Namespace) -> None:
         commands.train(args.dataset, args.model, cfg, **_given(args, "overwrite"))
     elif args.command == "evaluate":
         cfg = XmcConfig.load(args.config, args.overrides)
-        commands.evaluate(args.model, args.dataset, args.split, cfg, args.beam_size, args.topk)
+        split = cfg.eval.split if args.split is None else args.split
+        commands.evaluate(args.model, args.dataset, split, cfg, args.beam_size, args.topk)
     elif args.command == "predict":
-        n = commands.predict(
-            args.model, args.source, args.output, args.split, args.beam_size, args.topk
-        )
+        split = _DEFAULTS.eval.split if args.split is None else args.split
+        n = commands.predict(args.model, args.source, args.output, split, args.beam_size, args.topk)
         to_stdout = str(args.output) == "-"
         where = "stdout" if to_stdout else args.output
         print(
@@ -176,9 +187,11 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
     if args.command == "serve":
         from xmc_core.serving.http import Limits, serve
 
-        limits = Limits(**_given(args, "header_timeout_s", "body_timeout_s", "max_connections"))
+        given = _given(args, "header_timeout_s", "body_timeout_s", "max_connections")
+        limits = Limits.from_config(cfg.serve, **given)
+        host, port = getattr(args, "host", cfg.serve.host), getattr(args, "port", cfg.serve.port)
         serve(
-            args.model, cfg, args.host, args.port, args.topk, args.beam_size, limits,
+            args.model, cfg, host, port, args.topk, args.beam_size, limits,
             **_given(args, "token_file", "insecure_public"),
         )  # fmt: skip
         return

@@ -13,7 +13,7 @@ from typing import BinaryIO
 import scipy.sparse as sp
 
 from xmc_core.atomic import atomic_dir, atomic_file, write_json
-from xmc_core.config import XmcConfig
+from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.errors import InputError, XmcError
@@ -22,7 +22,8 @@ from xmc_core.folder_swap import check_dir_target
 from xmc_core.metrics import format_metrics
 from xmc_core.model.xmc_model import XmcModel
 
-_BATCH = 10_000
+_BATCH = DEFAULT_ROWS_PER_GROUP
+"""Lines of a text source predicted at once (as the predict flow's chunks, by default)."""
 
 
 def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:

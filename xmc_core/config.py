@@ -186,9 +186,14 @@ class MatcherConfig(Section):
 
 
 class EvalConfig(Section):
-    """Evaluation: cut-offs and the propensity model of PSP@k (Jain et al. 2016)."""
+    """Evaluation: cut-offs and the propensity model of PSP@k (Jain et al. 2016).
+
+    ``split``: the split of a dataset folder that ``xmc evaluate``, ``xmc predict`` and the
+    predict flow read when no ``--split`` is given (training always reports the test split).
+    """
 
     ks: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    split: Literal["train", "test"] = "test"
     propensity_a: float = 0.55
     propensity_b: float = 1.5
 
@@ -258,6 +263,23 @@ class RetrainConfig(Section):
     retrain_without_new_data: bool = False
 
 
+class ServeConfig(Section):
+    """``xmc serve``: the address it binds, what one request may ask for (beyond it: 413 or 422)
+    and what a connection may take: seconds to send the request head (then 408 and closed) and
+    body (then closed), open connections (then 503). ``--host``, ``--port``,
+    ``--header-timeout``, ``--body-timeout`` and ``--max-connections`` override them."""
+
+    host: str = Field("127.0.0.1", min_length=1, description="a non-loopback host needs a token")
+    port: int = Field(5005, ge=1, le=65535)
+    max_texts: int = Field(1000, ge=1, description="texts per request")
+    max_body_bytes: int = Field(4 << 20, ge=1, description="bytes per request body")
+    max_topk: int = Field(1000, ge=1)
+    max_beam_size: int = Field(1000, ge=1)
+    header_timeout_s: float = Field(10.0, gt=0, le=3600)
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)
+    max_connections: int = Field(100, ge=1, le=10_000)
+
+
 class XmcConfig(Section):
     """The whole configuration."""
 
@@ -277,6 +299,7 @@ class XmcConfig(Section):
     tracking: TrackingConfig = TrackingConfig()
     registry: RegistryConfig = RegistryConfig()
     retrain: RetrainConfig = RetrainConfig()
+    serve: ServeConfig = ServeConfig()
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> XmcConfig:

@@ -1,28 +1,109 @@
-"""prefect.yaml names real flows with the parameters they take."""
+"""prefect.yaml: every deployment names a real flow, its parameters bind to the flow's signature,
+its config is a shipped preset, and the flow runs with those parameters (the paths moved to a
+temporary folder, on the small synthetic corpus)."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
 import yaml
 from prefect import Flow
 
+import flows.train
+from flows.runtime import prefect_api
+from xmc_core.config import XmcConfig
+from xmc_core.features.split_features import SplitFeatures
+
 ROOT = Path(__file__).resolve().parents[2]
+DEPLOYMENTS: list[dict[str, Any]] = yaml.safe_load((ROOT / "prefect.yaml").read_text())[
+    "deployments"
+]
+BY_NAME = {dep["name"]: dep for dep in DEPLOYMENTS}
+WITH_CONFIG = [dep["name"] for dep in DEPLOYMENTS if "config_path" in dep["parameters"]]
 
 
-def test_every_deployment_points_at_a_flow_with_matching_parameters() -> None:
-    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
-    assert spec["deployments"]
-    for dep in spec["deployments"]:
-        path, name = dep["entrypoint"].split(":")
-        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
-        flow = getattr(module, name)
-        assert isinstance(flow, Flow), dep["name"]
-        params = inspect.signature(flow.fn).parameters
-        assert set(dep.get("parameters", {})) <= set(params), dep["name"]
-        required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
-        assert required <= set(dep.get("parameters", {})) | {"corpus_dir"}, dep["name"]
+def flow_of(dep: dict[str, Any]) -> Flow:
+    path, name = dep["entrypoint"].split(":")
+    flow = getattr(importlib.import_module(path.removesuffix(".py").replace("/", ".")), name)
+    assert isinstance(flow, Flow), dep["name"]
+    return flow
+
+
+def test_every_deployment_binds_its_parameters_to_its_flow() -> None:
+    assert {"nightly", "retrain", "featurize", "xmc-matcher-gpu"} <= set(BY_NAME)
+    for dep in DEPLOYMENTS:
+        signature = inspect.signature(flow_of(dep).fn)
+        signature.bind(**dep["parameters"])  # TypeError: a required one missing, an unknown one
         for schedule in dep.get("schedules", []):
             assert len(schedule["cron"].split()) == 5 and schedule["timezone"] == "UTC"
+
+
+def test_config_deployments_use_shipped_presets_and_nightly_a_real_corpus() -> None:
+    assert set(WITH_CONFIG) == {"nightly", "retrain", "featurize"}
+    for name in WITH_CONFIG:
+        params = BY_NAME[name]["parameters"]
+        assert params["config_path"].startswith("configs/"), name
+        XmcConfig.load(ROOT / params["config_path"], params["overrides"])
+    nightly = BY_NAME["nightly"]["parameters"]
+    cfg = XmcConfig.load(ROOT / nightly["config_path"], nightly["overrides"])
+    assert cfg.data.dataset == Path("data/corpus")  # not None: the synthetic corpus
+    featurize = BY_NAME["featurize"]["parameters"]
+    assert Path(featurize["corpus_dir"]) == cfg.data.dataset
+    assert featurize["config_path"] == nightly["config_path"]  # its features are nightly's
+
+
+def test_matcher_deployment_takes_exactly_what_the_train_flow_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dep = BY_NAME["xmc-matcher-gpu"]
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def run_deployment(name: str, parameters: dict[str, Any], **_: Any) -> SimpleNamespace:
+        sent.append((name, parameters))
+        return SimpleNamespace(state=None, name="fake-run")
+
+    monkeypatch.setattr(flows.train, "run_deployment", run_deployment)
+    target = f"{flow_of(dep).name}/{dep['name']}"
+    monkeypatch.setenv(flows.train.MATCHER_DEPLOYMENT_ENV, target)
+    with pytest.raises(RuntimeError, match="fake-run ended None"):
+        flows.train.run_matcher("tokens", "train", "tree", XmcConfig(), str(tmp_path))
+    [(name, params)] = sent
+    assert name == "matcher/xmc-matcher-gpu" and set(params) == set(dep["parameters"])
+    inspect.signature(flow_of(dep).fn).bind(**params)
+    assert params["matcher"] == XmcConfig().matcher.model_dump(mode="json")
+
+
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.parametrize("name", WITH_CONFIG)
+def test_deployment_runs_with_its_parameters(
+    name: str, small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # tracking under work_dir
+    dep = BY_NAME[name]
+    params = dict(dep["parameters"])
+    params["config_path"] = str(ROOT / params["config_path"])
+    moved = [f"work_dir={tmp_path / 'work'}", f"data.dataset={small_corpus}"]
+    params["overrides"] = [*params["overrides"], *moved]
+    if "corpus_dir" in params:
+        params["corpus_dir"] = str(small_corpus)
+    with prefect_api():
+        result = flow_of(dep)(**params)
+    if name == "featurize":
+        assert set(result) == {"vectorizer", "label_index", "label_features", "train", "test"}
+        assert SplitFeatures.load(result["train"]).X.shape[0] == 400
+        assert SplitFeatures.load(result["test"]).X.shape[0] == 120
+        return
+    outputs = result["outputs"] if name == "retrain" else result
+    if name == "retrain":
+        assert result["trained"] and result["intake"]["corpus"] == str(small_corpus.resolve())
+    assert outputs["corpus"] == str(small_corpus.resolve())
+    metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
+    assert metrics["P@1"] >= 0.6, metrics  # the small corpus is learnable
+    assert outputs["model_version"] == "1"  # tracked and registered under work_dir
+    assert (tmp_path / "work" / "mlflow" / "mlflow.db").is_file()

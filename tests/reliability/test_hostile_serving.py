@@ -29,6 +29,7 @@ from tests.serving.conftest import (  # noqa: F401 (fixtures)
     tiny_model,
     tiny_model_dir,
 )
+from xmc_core.config import ServeConfig
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.http import Limits, build_server, create_app
 
@@ -37,7 +38,9 @@ pytestmark = pytest.mark.reliability
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = "hostile-serving"
 TOKEN = "t0k3n-for-the-hostile-serving-suite"
-FAST = Limits(header_timeout_s=1.0, body_timeout_s=1.0, max_connections=4)
+FAST = Limits.from_config(
+    ServeConfig(), header_timeout_s=1.0, body_timeout_s=1.0, max_connections=4
+)
 DEEP = b'{"texts": ' + b"[" * 3000 + b"]" * 3000 + b"}"
 
 HOSTILE = [
@@ -283,7 +286,9 @@ def test_connections_over_the_limit_get_503_and_the_others_keep_working(
     sample_texts: list[str],  # noqa: F811
     suite_stats,
 ) -> None:
-    limits = Limits(header_timeout_s=20.0, body_timeout_s=20.0, max_connections=3)
+    limits = Limits.from_config(
+        ServeConfig(), header_timeout_s=20.0, body_timeout_s=20.0, max_connections=3
+    )
     with running(create_app(tiny_model), limits) as port:
         held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3)]
         for sock in held:  # each one answered, so each one accepted and still open

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xmc_core.cli import _parser
+from xmc_core.cli import _parser, main
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.landing import (
     archive,
@@ -160,14 +160,21 @@ def test_the_scan_accepts_the_safe_forms() -> None:
 # --- (b) servers bind 127.0.0.1
 
 
-def test_xmc_serve_binds_localhost_by_default() -> None:
+def test_xmc_serve_binds_localhost_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import xmc_core.serving.http
+
     args = _parser().parse_args(["serve", "models:/xmc@champion"])
-    assert args.host == "127.0.0.1"
-    import inspect
-
-    from xmc_core.serving.http import serve
-
-    assert inspect.signature(serve).parameters["host"].default == "127.0.0.1"
+    assert not hasattr(args, "host")  # the CLI passes only what the user gave
+    assert XmcConfig().serve.host == "127.0.0.1"  # the one default
+    bound: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        xmc_core.serving.http,
+        "serve",
+        lambda _m, _c, host, port, *a, **k: bound.append((host, port)),
+    )
+    assert main(["serve", "models:/xmc@champion"]) == 0
+    assert main(["serve", "models:/xmc@champion", "--set", "serve.port=6006"]) == 0
+    assert bound == [("127.0.0.1", 5005), ("127.0.0.1", 6006)]
 
 
 def _commands(text: str, markdown: bool) -> list[str]:

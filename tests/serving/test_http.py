@@ -18,13 +18,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.serving.conftest import ALIAS, MODEL_NAME, Registry, assert_same, in_process
+from xmc_core.config import ServeConfig
 from xmc_core.errors import InputError, XmcError
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.guard import TOKEN_ENV, check_exposure, is_loopback, read_token
 from xmc_core.serving.http import Limits, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMITS = Limits(max_texts=30, max_body_bytes=20_000, max_topk=50, max_beam_size=50)
+LIMITS = Limits.from_config(
+    ServeConfig(), max_texts=30, max_body_bytes=20_000, max_topk=50, max_beam_size=50
+)
 
 
 @pytest.fixture(scope="module")
@@ -219,4 +222,4 @@ def test_request_defaults_out_of_range_are_refused_when_the_app_is_built(
             create_app(tiny_model, topk, beam, LIMITS)
     for bad in ({"header_timeout_s": 0}, {"body_timeout_s": -1}, {"max_connections": 0}):
         with pytest.raises(XmcError, match="out of range"):
-            create_app(tiny_model, limits=Limits(**bad))
+            create_app(tiny_model, limits=Limits.from_config(ServeConfig(), **bad))

@@ -138,7 +138,7 @@ class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol plus read deadlines and a per-connection admission check.
 
     Subclassed per server by :func:`guarded_protocol`, which sets the three class attributes
-    (their defaults live in ``xmc_core.serving.http.Limits``).
+    (their defaults live in ``xmc_core.config.ServeConfig``).
     """
 
     header_timeout_s: float

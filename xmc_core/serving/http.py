@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +31,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
-from xmc_core.config import XmcConfig
+from xmc_core.config import ServeConfig, XmcConfig
 from xmc_core.errors import XmcError
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.predictions import ranked_lists
 from xmc_core.serving.guard import BearerAuth, check_exposure, guarded_protocol, read_token
 
-MAX_TEXTS = 1000
-"""Texts per request."""
-MAX_BODY_BYTES = 4 << 20
-"""Bytes per request body."""
-MAX_TOPK = 1000
-MAX_BEAM_SIZE = 1000
 MAX_DEPTH = 16
 """Nesting of a request body (the deepest valid form, ``dataframe_split``, needs 4)."""
 log = logging.getLogger(__name__)
@@ -52,15 +46,24 @@ log = logging.getLogger(__name__)
 class Limits:
     """What one request may ask for (beyond it: 413 or 422) and what a connection may take:
     seconds to send the request head and body (then 408 / closed), open connections (then 503).
+
+    The values of :class:`~xmc_core.config.ServeConfig` (the defaults live there), possibly
+    overridden on the command line: :meth:`check_defaults` checks them before serving.
     """
 
-    max_texts: int = MAX_TEXTS
-    max_body_bytes: int = MAX_BODY_BYTES
-    max_topk: int = MAX_TOPK
-    max_beam_size: int = MAX_BEAM_SIZE
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    max_connections: int = 100
+    max_texts: int
+    max_body_bytes: int
+    max_topk: int
+    max_beam_size: int
+    header_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+
+    @classmethod
+    def from_config(cls, cfg: ServeConfig, **given: Any) -> Limits:
+        """The limits of ``cfg``, with the ``given`` fields replaced (e.g. command-line flags)."""
+        values = {f.name: getattr(cfg, f.name) for f in fields(cls)}
+        return cls(**(values | given))
 
     def check_defaults(self, topk: int | None, beam_size: int | None) -> None:
         """Refuse server defaults that every request would be refused for (or stuck on)."""
@@ -105,11 +108,13 @@ def create_app(
     model: XmcModel,
     topk: int | None = None,
     beam_size: int | None = None,
-    limits: Limits = Limits(),  # noqa: B008 (frozen dataclass)
+    limits: Limits | None = None,
     token: str | None = None,
 ) -> FastAPI | BearerAuth:
     """The app; ``topk`` / ``beam_size``: defaults of requests (None: the model's own);
-    ``token``: required as ``Authorization: Bearer`` on every path but ``/health``."""
+    ``limits`` None: those of the default ``ServeConfig``; ``token``: required as
+    ``Authorization: Bearer`` on every path but ``/health``."""
+    limits = Limits.from_config(ServeConfig()) if limits is None else limits
     limits.check_defaults(topk, beam_size)
     defaults = model.ranker.predict_cfg
     default_topk = defaults.topk if topk is None else topk
@@ -288,12 +293,7 @@ def validation_message(err: ValidationError, most: int = 5) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-def build_server(
-    app: Any,
-    host: str,
-    port: int,
-    limits: Limits = Limits(),  # noqa: B008 (frozen dataclass)
-) -> Any:
+def build_server(app: Any, host: str, port: int, limits: Limits) -> Any:
     """A ``uvicorn.Server`` for ``app`` with the read deadlines and connection limit of
     ``limits`` (:class:`xmc_core.serving.guard.GuardedH11Protocol`); ``.run()`` serves."""
     import uvicorn
@@ -308,17 +308,19 @@ def build_server(
 def serve(
     model: str | Path,
     cfg: XmcConfig,
-    host: str = "127.0.0.1",
-    port: int = 5005,
-    topk: int | None = None,
-    beam_size: int | None = None,
-    limits: Limits = Limits(),  # noqa: B008 (frozen dataclass)
+    host: str,
+    port: int,
+    topk: int | None,
+    beam_size: int | None,
+    limits: Limits,
     token_file: Path | None = None,
     insecure_public: bool = False,
 ) -> None:
     """Resolve ``model`` (folder or MLflow URI), load it once and serve it until stopped.
 
-    Every option is checked before the model is loaded or the port bound (:class:`XmcError`):
+    ``host``, ``port``, ``limits``: ``cfg.serve``'s unless the command line gave others;
+    ``topk`` / ``beam_size`` None: the model's own. Every option is checked before the model is
+    loaded or the port bound (:class:`XmcError`):
     ``topk`` / ``beam_size`` within ``limits``, the port, the token (``token_file`` or
     ``$XMC_SERVE_TOKEN``) and the bind policy of :func:`~xmc_core.serving.guard.check_exposure`.
     """

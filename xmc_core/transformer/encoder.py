@@ -177,11 +177,14 @@ def embed(
     encoder: TextEncoder,
     tokens: TokenizedTexts,
     device: torch.device,
-    batch_size: int = 128,
-    bf16: bool = True,
+    batch_size: int,
+    bf16: bool,
     what: str = "embedding",
 ) -> np.ndarray:
     """Unit-norm embeddings of tokenized texts: float32 (n, hidden), in input order.
+
+    ``batch_size`` documents per forward pass, bf16 autocast on CUDA when ``bf16`` (the
+    callers pass ``matcher.embed_batch_size`` and ``matcher.bf16``).
 
     Documents are batched by length (longest first) so padding stays small. Runs longer than
     30 s log their progress as ``what: i/n docs (pct), rate, time left``.

@@ -101,16 +101,21 @@ class EmbeddedSplit(SplitFeatures):
 
 @dataclass
 class EmbeddingFeatures:
-    """The fine-tuned encoder as the model's encoder: texts -> ``[TF-IDF, weight * e]``."""
+    """The fine-tuned encoder as the model's encoder: texts -> ``[TF-IDF, weight * e]``.
+
+    ``weight``, ``batch_size``, ``device``, ``bf16``: the matcher config's
+    ``embedding_weight``, ``embed_batch_size``, ``device`` and ``bf16`` (saved with the model,
+    but the device, which is chosen at load time).
+    """
 
     uses_text = True
 
     encoder: TextEncoder
     tokenizer: PreTrainedTokenizerBase
     weight: float
-    batch_size: int = 128
-    device: str = "auto"
-    bf16: bool = True
+    batch_size: int
+    device: str
+    bf16: bool
 
     def embed(self, texts: list[str | None] | pa.Array) -> np.ndarray:
         """Unit embeddings float32 (n, h) of raw texts."""
@@ -134,8 +139,9 @@ class EmbeddingFeatures:
         write_meta(folder, "EmbeddingFeatures", fields)
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "auto") -> EmbeddingFeatures:
-        """Read a folder written by :meth:`save` (no download: everything is local)."""
+    def load(cls, folder: str | Path, device: str) -> EmbeddingFeatures:
+        """Read a folder written by :meth:`save` (no download: everything is local); the
+        encoder will run on ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``)."""
         from xmc_core.transformer.encoder import TextEncoder
 
         folder = Path(folder)
