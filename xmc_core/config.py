@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from xmc_core.errors import InputError
 
@@ -126,9 +133,24 @@ class PredictConfig(Section):
 
 
 class ModelConfig(Section):
-    """Which model the training pipeline builds."""
+    """Which model family the training pipeline builds: a name known to
+    :mod:`xmc_core.model.registry` (``xr-linear``, ``xr-transformer``, or a plug-in family
+    registered by a module named in ``$XMC_PLUGINS``)."""
 
-    kind: Literal["xr-linear", "xr-transformer"] = "xr-linear"
+    kind: str = "xr-linear"
+
+    @field_validator("kind")
+    @classmethod
+    def _known_family(cls, kind: str) -> str:
+        from xmc_core.model import registry
+
+        known = registry.family_names()
+        if kind not in known:
+            raise ValueError(
+                f"unknown model family {kind!r}; known: {', '.join(known)} (a plug-in family "
+                f"needs its module named in ${registry.PLUGINS_ENV})"
+            )
+        return kind
 
 
 class EncoderConfig(Section):
@@ -300,6 +322,31 @@ class XmcConfig(Section):
     registry: RegistryConfig = RegistryConfig()
     retrain: RetrainConfig = RetrainConfig()
     serve: ServeConfig = ServeConfig()
+    plugins: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="settings of plug-in families, by family name (each validated by the "
+        "family's own section class when that family is trained)",
+    )
+
+    @model_validator(mode="after")
+    def _plugin_sections(self) -> XmcConfig:
+        from xmc_core.model import registry
+
+        for name, values in self.plugins.items():
+            section = registry.plugin_section(name)
+            if section is None:
+                raise ValueError(f"plugins.{name}: no plug-in family {name!r} is registered")
+            section.model_validate(values)
+        return self
+
+    def plugin(self, name: str) -> Section:
+        """The validated settings of plug-in family ``name`` (its defaults when absent)."""
+        from xmc_core.model import registry
+
+        section = registry.plugin_section(name)
+        if section is None:
+            raise KeyError(f"no plug-in family {name!r} is registered")
+        return section.model_validate(self.plugins.get(name, {}))
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> XmcConfig:

@@ -9,23 +9,32 @@
 - :func:`matcher_loss_history`: XR-Transformer's matcher loss curve per level, read from the
   checkpoints' ``meta.json`` (no torch).
 
-Everything is plain numpy / scipy on a loaded :class:`XRLinearModel`; nothing is written.
+Everything is plain numpy / scipy on a loaded ranker; :class:`Diagnostics` gathers them for a
+trained model (the per-level ones for a tree ranker) and saves them with their plots.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.artifacts import read_meta
-from xmc_core.config import RankerConfig
+from xmc_core.atomic import write_json
+from xmc_core.config import EvalConfig, RankerConfig
+from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.beam import beam_search, beam_to_csr
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
-from xmc_core.metrics import Predictions, ndcg_at_k, precision_at_k
+from xmc_core.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
+
+if TYPE_CHECKING:
+    from xmc_core.model.contract import Ranker
 
 PRODUCTS_PER_CHUNK = 1 << 22
 """Soft cap on the multiply-adds (and so on the nonzeros) of one chunk's score product."""
@@ -195,3 +204,81 @@ def _loss(margins: np.ndarray, kind: str) -> np.ndarray:
     if kind == "logistic":
         return np.logaddexp(0.0, -margins)
     return np.square(np.maximum(0.0, 1.0 - margins))
+
+
+DIAGNOSTICS_FILE = "diagnostics.json"
+PLOTS_DIR = "plots"
+MAX_DOCS = 20_000
+"""Documents per split the diagnostics look at (a seeded sample beyond it)."""
+MIN_KMAX = 10
+"""The k-curves reach at least this k (or the largest ``eval.ks``)."""
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """A trained model's diagnostics as JSON-ready data (``report``), with its plots.
+
+    Every ranker gets the k-curves and the recall by label frequency per split; a tree ranker
+    (XR-Linear, the final ranker of XR-Transformer) also the beam recall and the ranker loss per
+    tree level; an XR-Transformer the matcher's loss history.
+    """
+
+    report: dict[str, Any]
+
+    @classmethod
+    def compute(
+        cls,
+        ranker: Ranker,
+        label_counts: np.ndarray,
+        splits: Mapping[str, SplitFeatures],
+        eval_cfg: EvalConfig,
+        matcher_checkpoints: Sequence[str | Path] = (),
+        max_docs: int = MAX_DOCS,
+    ) -> Diagnostics:
+        """``splits``: the model's input (for XR-Transformer the embedded splits), sampled to
+        at most ``max_docs`` documents each (seeded)."""
+        beam_size = ranker.predict_cfg.beam_size
+        kmax = max(MIN_KMAX, *eval_cfg.ks)
+        k_recall = max(eval_cfg.ks)
+        tree = isinstance(ranker, XRLinearModel)
+        out: dict[str, Any] = {
+            "beam_size": beam_size if tree else None,
+            "loss": ranker.ranker.loss if tree else None,
+            "kmax": kmax, "recall_k": k_recall, "n_docs": {}, "k_curves": {},
+            "recall_by_frequency": {}, "beam_recall": {}, "training_loss": {},
+        }  # fmt: skip
+        for split, feats in splits.items():
+            rows = sample_rows(feats.X.shape[0], max_docs)
+            X, Y = feats.X[rows], feats.Y[rows]
+            scores = ranker.predict(X, topk=kmax)
+            out["n_docs"][split] = len(rows)
+            out["k_curves"][split] = k_curves(Y, scores, kmax)
+            out["recall_by_frequency"][split] = recall_by_frequency(
+                Y, scores, label_counts, k_recall
+            )
+            if isinstance(ranker, XRLinearModel):
+                out["beam_recall"][split] = beam_recall_per_level(ranker, X, Y, beam_size)
+                out["training_loss"][split] = training_loss_per_level(ranker, X, Y)
+        history = matcher_loss_history(matcher_checkpoints)
+        out["matcher_loss"] = {str(level): points for level, points in history.items()}
+        return cls(out)
+
+    def save(self, folder: str | Path) -> None:
+        """``diagnostics.json`` (with the plot file names) and ``plots/*.png``."""
+        from xmc_core.plots import write_plots
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        report = {**self.report, "plots": write_plots(self.report, folder / PLOTS_DIR)}
+        write_json(folder / DIAGNOSTICS_FILE, report)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Diagnostics:
+        return cls(json.loads((Path(folder) / DIAGNOSTICS_FILE).read_text(encoding="utf-8")))
+
+
+def sample_rows(n_docs: int, max_docs: int) -> np.ndarray:
+    """All rows, or ``max_docs`` of them drawn with a fixed seed, sorted."""
+    if n_docs <= max_docs:
+        return np.arange(n_docs)
+    return np.sort(np.random.default_rng(0).choice(n_docs, max_docs, replace=False))

@@ -147,3 +147,28 @@ def _save(fig: Figure, path: str | Path) -> Path:
     with atomic_file(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
     return path
+
+
+def write_plots(report: dict[str, Any], folder: Path) -> dict[str, str]:
+    """The PNGs of a diagnostics report under ``folder``: ``{plot name: file name}`` (the
+    per-level plots only for a tree ranker's report)."""
+    written = [
+        plot_k_curves(report["k_curves"], folder / "k_curves.png"),
+        plot_recall_by_frequency(
+            report["recall_by_frequency"], report["recall_k"], folder / "recall_by_frequency.png"
+        ),
+    ]
+    if report["beam_recall"]:
+        written.append(
+            plot_beam_recall(report["beam_recall"], report["beam_size"], folder / "beam_recall.png")
+        )
+    if report["training_loss"]:
+        written.append(
+            plot_training_loss(
+                report["training_loss"], report["loss"], folder / "training_loss.png"
+            )
+        )
+    if report["matcher_loss"]:
+        history = {int(level): points for level, points in report["matcher_loss"].items()}
+        written.append(plot_matcher_loss(history, folder / "matcher_loss.png"))
+    return {path.stem: path.name for path in written}

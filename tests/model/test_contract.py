@@ -88,9 +88,10 @@ def test_family_is_registered_with_real_sections(trained: tuple) -> None:
     assert outputs["evaluation"].values["P@1"] >= 0.5, outputs["evaluation"].values
 
 
-def test_fit_returns_self(trained: tuple) -> None:
+def test_fit_returns_self(trained: tuple, tmp_path: Path) -> None:
     _, _, outputs = trained
-    ranker, train = outputs["model"].ranker, outputs["model_train"]
+    outputs["model"].save(tmp_path / "m")  # a copy: the fixture's model stays as trained
+    ranker, train = XmcModel.load(tmp_path / "m", device="cpu").ranker, outputs["model_train"]
     assert ranker.fit(train.X, train.Y, getattr(ranker, "tree_", None)) is ranker
     assert ranker.predict(train.X[:10]).shape == (10, len(outputs["model"].labels))
 

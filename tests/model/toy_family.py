@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
-from xmc_core.ranking import top_k
 
 from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import PredictConfig, Section, XmcConfig
@@ -24,6 +23,7 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.registry import register_family, register_part
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
+from xmc_core.ranking import top_k
 from xmc_core.stages.graph import Runner, Stage
 
 NAME = "toy-centroid"
@@ -103,7 +103,9 @@ MODEL = Stage(
 
 
 def toy_config(cfg: XmcConfig) -> ToyConfig:
-    return ToyConfig.model_validate(cfg.plugins.get(NAME, {}))
+    section = cfg.plugin(NAME)
+    assert isinstance(section, ToyConfig)
+    return section
 
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:

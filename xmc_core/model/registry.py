@@ -14,10 +14,13 @@ import importlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.model.contract import Family
+
+if TYPE_CHECKING:
+    from xmc_core.config import Section
 
 PLUGINS_ENV = "XMC_PLUGINS"
 """Comma-separated modules that register more families and parts when imported."""
@@ -71,6 +74,15 @@ def family(name: str) -> Family:
             f"set model.kind to one of them, or name the module defining it in ${PLUGINS_ENV}",
         )
     return found
+
+
+def plugin_section(name: str) -> type[Section] | None:
+    """The config section class of plug-in family ``name`` (None: no such plug-in, or one
+    without settings)."""
+    _load_plugins()
+    with _lock:
+        found = _families.get(name)
+    return None if found is None else found.plugin_section
 
 
 def part_class(name: str, where: Path) -> type:

@@ -222,6 +222,15 @@ class XmcModel:
         )
 
 
+def load_ranker(folder: str | Path) -> tuple[Ranker, np.ndarray]:
+    """The ranker and the training label counts (n_labels,) of an ``XmcModel`` folder,
+    without its encoder (for work on already-encoded splits, e.g. diagnostics)."""
+    folder = Path(folder)
+    layout = model_layout(folder)
+    ranker = registry.part_class(layout["ranker"], folder / "meta.json").load(folder / "ranker")
+    return ranker, load_arrays(folder / "label_counts.npz")["counts"]
+
+
 def model_layout(folder: Path) -> dict[str, Any]:
     """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
     its meta.json (checksums verified), for either model format."""

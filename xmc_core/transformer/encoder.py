@@ -63,6 +63,16 @@ def autocast(device: torch.device, bf16: bool) -> AbstractContextManager:
 
 
 @contextmanager
+def seeded(device: torch.device, *seed: int) -> Iterator[None]:
+    """Torch's random state (dropout, initialisations) drawn from ``seed`` for the block and
+    restored after it: the same seed trains the same matcher."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(np.random.SeedSequence(list(seed)).generate_state(1)[0]))
+        yield
+
+
+@contextmanager
 def _offline() -> Iterator[None]:
     """No hub lookups (and no per-tensor progress bars) while loading; restores the previous
     environment afterwards."""

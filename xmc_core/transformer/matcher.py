@@ -32,6 +32,7 @@ from xmc_core.transformer.encoder import (
     embed,
     load_tokenizer,
     resolve_device,
+    seeded,
 )
 from xmc_core.transformer.head import LevelHead, bootstrap_head
 from xmc_core.transformer.shortlist import (
@@ -123,10 +124,20 @@ def train_matcher_level(
     """Train tree level ``level`` starting from ``previous`` (None: the pretrained encoder and
     every cluster shortlisted) and write its checkpoint to ``out`` atomically.
 
-    ``tokens``: the training documents; ``Y``: csr (n_docs, n_labels).
+    ``tokens``: the training documents; ``Y``: csr (n_docs, n_labels). Torch's random state is
+    drawn from ``(cfg.seed, level)``.
     """
-    start = time.perf_counter()
     device = resolve_device(cfg.device)
+    with seeded(device, cfg.seed, level):
+        return _train_level(tokens, Y, tree, level, previous, encoder_cfg, cfg, out, device)
+
+
+def _train_level(
+    tokens: TokenizedTexts, Y: sp.csr_matrix, tree: LabelTree, level: int,
+    previous: MatcherCheckpoint | None, encoder_cfg: EncoderConfig, cfg: MatcherConfig,
+    out: str | Path, device: torch.device,
+) -> MatcherCheckpoint:  # fmt: skip
+    start = time.perf_counter()
     n = tokens.n_docs
     train_rows, val_rows = matcher_rows(n, cfg)
     rows = np.union1d(train_rows, val_rows)
