@@ -180,8 +180,11 @@ def test_loads_in_the_pyfunc(trained: tuple, dataset: Path, tmp_path: Path) -> N
 
     _, cfg, outputs = trained
     outputs["model"].save(tmp_path / "m")
-    with global_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}"), mlflow.start_run():
-        info = log_model(tmp_path / "m", cfg)
+    with global_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        where = (tmp_path / "mlflow-artifacts").as_uri()  # never ./mlruns
+        experiment = mlflow.create_experiment("contract", artifact_location=where)
+        with mlflow.start_run(experiment_id=experiment):
+            info = log_model(tmp_path / "m", cfg)
         pyfunc = mlflow.pyfunc.load_model(info.model_uri)
     some = [t for t in texts(dataset, 10) if t]
     out = pyfunc.predict(pd.DataFrame({"text": some}))
