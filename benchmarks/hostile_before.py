@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from xmc_core.atomic import write_json
+from xmc_core.storage.atomic import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "tests" / "reliability"

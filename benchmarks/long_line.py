@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from xmc_core.atomic import write_json
+from xmc_core.storage.atomic import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = ["crude oil prices rose after the meeting", "the bank cut its interest rate"]
@@ -35,7 +35,7 @@ MEASURE = (  # a fresh process per run, so ru_maxrss of its children is this run
 
 
 def xmc(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "xmc_core.cli", *args], check=True, cwd=REPO)
+    subprocess.run([sys.executable, "-m", "xmc_core.app.cli", *args], check=True, cwd=REPO)
 
 
 def huge_line(dataset: Path, mb: int) -> str:
@@ -53,7 +53,7 @@ def huge_line(dataset: Path, mb: int) -> str:
 
 
 def measure(model: Path, source: Path, out: Path) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "xmc_core.cli", "predict", str(model), str(source), str(out)]
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", "predict", str(model), str(source), str(out)]
     res = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True)
     rc, wall, kb = res.stdout.strip().splitlines()[-1].split()  # after the child's own lines
     if int(rc) != 0:

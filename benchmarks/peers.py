@@ -14,8 +14,8 @@ folder, as float32 csr ``.npz`` files. Each method then runs ``benchmarks/peer_r
 own subprocess (ours with this interpreter, the peers with ``--peers-python``), which builds its
 own label tree from X/Y, trains, predicts the top 20 labels of every test document and saves its
 model. This process samples the peak RSS of the child's process tree every 50 ms, measures the
-saved model folder and computes every metric with ``xmc_core.metrics`` (the same evaluation for
-every method; PSP@k with the training label counts, A=0.55, B=1.5).
+saved model folder and computes every metric with ``xmc_core.evaluation.metrics`` (the same
+evaluation for every method; PSP@k with the training label counts, A=0.55, B=1.5).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.schema import Policies
+from xmc_core.evaluation.metrics import evaluate
 from xmc_core.families.train import featurize_in_process
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
-from xmc_core.metrics import evaluate
 from xmc_core.model.contract import label_counts
 
 REPO = Path(__file__).resolve().parents[1]

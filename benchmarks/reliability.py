@@ -85,7 +85,7 @@ from served_model import (
     wait_for_health,
 )
 
-from xmc_core.atomic import write_text
+from xmc_core.storage.atomic import write_text
 
 REPO = Path(__file__).resolve().parents[1]
 SUMMARY_COLUMNS = (

@@ -30,7 +30,7 @@ SAMPLE_S = 0.25
 def xmc_command() -> list[str]:
     """The ``xmc`` console script of this interpreter's environment."""
     script = Path(sys.executable).with_name("xmc")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "xmc_core.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "xmc_core.app.cli"]
 
 
 def run_xmc(args: list[str]) -> None:

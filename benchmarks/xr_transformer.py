@@ -22,7 +22,7 @@ its own subprocess with its peak RSS sampled (``peers.measure``):
   then ``--set`` overrides (the XR-Linear runs always use the defaults).
 
 Every metric (P@k, nDCG@k, PSP@k with the training label counts) is computed here by
-``xmc_core.metrics.evaluate`` from each method's top-20 scores and the same test labels.
+``xmc_core.evaluation.metrics.evaluate`` from each method's top-20 scores and the same test labels.
 Targets: XR-Transformer P@1 >= best XR-Linear P@1 + 2.0 on debian-deps; full training (preset
 ``full``, no ``--set``) <= 15 minutes on one H100/H200. The time target is reported as unmeasured
 on any other device or with a reduced configuration.
@@ -49,7 +49,7 @@ import scipy.sparse as sp
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.schema import Policies
-from xmc_core.metrics import evaluate
+from xmc_core.evaluation.metrics import evaluate
 from xmc_core.model.contract import label_counts
 
 REPO = peers.REPO

@@ -49,12 +49,12 @@ import scipy.sparse as sp
 import torch
 from peer_runner import _ours_warmup  # benchmarks/ (the script's folder) is on sys.path
 
-from xmc_core.artifacts import read_meta
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
+from xmc_core.storage.artifacts import read_meta
 from xmc_core.transformer import pipeline
 from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.matcher import MatcherCheckpoint, train_matcher

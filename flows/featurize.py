@@ -13,9 +13,9 @@ from prefect import flow
 
 from flows.runtime import checked_config, configured, prefect_api
 from flows.stage_runner import PrefectRunner
+from xmc_core.app.entry import run_command
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.entry import run_command
 from xmc_core.families.featurize import featurize_graph
 
 

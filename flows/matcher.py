@@ -21,8 +21,8 @@ from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.families.xr_transformer import MATCHER_LEVEL, matcher_graph
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
+from xmc_core.storage.work_dir import WorkDir
 from xmc_core.transformer.tokens import TokenizedTexts
-from xmc_core.work_dir import WorkDir
 
 MATCHER_DEPLOYMENT_ENV = "XMC_MATCHER_DEPLOYMENT"
 """Names the matcher deployment (``FLOW/DEPLOYMENT``) to run the matcher on; unset: in-process."""

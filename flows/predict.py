@@ -29,10 +29,10 @@ from tasks.predict import (
     resolve_model,
     write_output,
 )
+from xmc_core.app.entry import run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.entry import run_command, whole_count
 from xmc_core.errors import InputError
 from xmc_core.serving.resolve import find_model_folder, is_uri
 

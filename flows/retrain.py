@@ -8,7 +8,7 @@ Deployed with a cron schedule by ``prefect.yaml`` (deployment ``retrain/retrain`
    valid ones are ingested and merged into the current training corpus (``retrain.mode:
    merge``; ``replace`` trains on the new drops alone) and moved to the archive folder, bad ones
    are moved to the quarantine folder with a ``REASON.txt``; nothing is deleted (a run killed
-   half-way is finished by the next one, see :func:`xmc_core.corpus.intake.take_in`);
+   half-way is finished by the next one, see :func:`xmc_core.intake.drops.take_in`);
 2. trains when the current corpus differs from the last one trained (so a run that failed after
    the intake is finished by the next run), through the ``train-pipeline`` subflow, whose
    cached stages are reused where their inputs did not change: featurization, model,

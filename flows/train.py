@@ -23,13 +23,13 @@ from prefect.runtime import flow_run
 from flows.runtime import config_flow_main, configured
 from flows.stage_runner import PrefectRunner
 from tasks.corpus import synthesize_corpus
+from xmc_core.app.entry import run_command
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.entry import run_command
+from xmc_core.evaluation.metrics import format_metrics
+from xmc_core.evaluation.report import features_summary, read_json
 from xmc_core.families.common import EVALUATE, METRICS_FILE
 from xmc_core.families.train import check_corpus, train_graph
-from xmc_core.metrics import format_metrics
-from xmc_core.report import features_summary, read_json
 
 
 @flow(name="train-pipeline", log_prints=True)

@@ -38,8 +38,8 @@ from prefect.serializers import JSONSerializer
 from prefect.states import State
 
 from tasks.caching import RESULT_FILE, is_complete, results_root
-from xmc_core.atomic import write_bytes
 from xmc_core.errors import ArtifactError
+from xmc_core.storage.atomic import write_bytes
 
 MAX_RECORD_BYTES = 64 * 1024
 """A record holds one path (~600 bytes); anything much larger is not one of ours."""

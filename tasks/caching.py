@@ -16,9 +16,9 @@ from typing import Any
 
 from prefect.context import TaskRunContext
 
-from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
 from xmc_core.stages.store import ArtifactStore
-from xmc_core.work_dir import RESULT_FILE, WorkDir
+from xmc_core.storage.fingerprint import code_fingerprint, combine, path_fingerprint
+from xmc_core.storage.work_dir import RESULT_FILE, WorkDir
 
 __all__ = ["RESULT_FILE", "artifact_dir", "cache_key", "fp", "produce", "results_root"]
 

@@ -10,7 +10,7 @@ from tasks.caching import stage_key
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.work_dir import WorkDir
+from xmc_core.storage.work_dir import WorkDir
 
 
 def _synthetic_dir(scale: float, seed: int, rows_per_group: int, work_dir: str) -> Path:

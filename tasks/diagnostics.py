@@ -1,5 +1,5 @@
 """The diagnostics task: load the model's ranker and its input splits, compute
-:class:`xmc_core.diagnostics.Diagnostics`, save it (``diagnostics.json`` and the plots)."""
+:class:`xmc_core.evaluation.diagnostics.Diagnostics`, save it (``diagnostics.json``, plots)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from prefect import get_run_logger, task
 
 from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
 from xmc_core.config import EvalConfig
-from xmc_core.diagnostics import MAX_DOCS, Diagnostics
+from xmc_core.evaluation.diagnostics import MAX_DOCS, Diagnostics
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.model.xmc_model import load_ranker
 

@@ -1,4 +1,4 @@
-"""Tasks of the retrain flow around the landing folder (``xmc_core.corpus.intake``).
+"""Tasks of the retrain flow around the landing folder (``xmc_core.intake.drops``).
 
 Neither is cached: the landing folder is the input and it changes between runs.
 """
@@ -12,10 +12,10 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
 from xmc_core.config import XmcConfig
-from xmc_core.corpus import intake
 from xmc_core.corpus.schema import Policies
-from xmc_core.run_report import intake_section
-from xmc_core.work_dir import WorkDir
+from xmc_core.evaluation.run_report import intake_section
+from xmc_core.intake import drops as intake
+from xmc_core.storage.work_dir import WorkDir
 
 INTAKE_KEY = "xmc-intake-report"
 """Key of the Prefect markdown artifact each intake publishes (drops ingested and refused)."""
@@ -40,7 +40,7 @@ def intake_folders(cfg: XmcConfig, work_dir: str) -> intake.IntakeFolders:
 @task(name="take-in-drops", task_run_name="take-in-drops")
 def take_in_drops(cfg: XmcConfig, work_dir: str) -> dict[str, Any]:
     """Validate and ingest the landing folder's drops into the training corpus (see
-    :func:`xmc_core.corpus.intake.take_in`); bad drops go to quarantine with their reason.
+    :func:`xmc_core.intake.drops.take_in`); bad drops go to quarantine with their reason.
 
     Publishes the Prefect markdown artifact ``xmc-intake-report`` (drops ingested, and each
     refused one with its reason) on every run, trained or not."""

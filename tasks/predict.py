@@ -13,13 +13,7 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
 from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
-from xmc_core.artifacts import write_meta
-from xmc_core.atomic import atomic_file
-from xmc_core.config import XmcConfig
-from xmc_core.corpus import Corpus, PartitionRef
-from xmc_core.errors import XmcError
-from xmc_core.model.xmc_model import XmcModel
-from xmc_core.predictions import (
+from xmc_core.app.predictions import (
     LineChunk,
     line_chunks,
     predict_lines,
@@ -27,8 +21,14 @@ from xmc_core.predictions import (
     read_predictions,
     write_predictions,
 )
-from xmc_core.predictions import predict_partition as predict_partition_table
+from xmc_core.app.predictions import predict_partition as predict_partition_table
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus, PartitionRef
+from xmc_core.errors import XmcError
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.keys import key_part
+from xmc_core.storage.artifacts import write_meta
+from xmc_core.storage.atomic import atomic_file
 
 TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 PREDICTIONS_FILE = "predictions.parquet"

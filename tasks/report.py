@@ -14,10 +14,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 
 from tasks.tracking import split_metrics
-from xmc_core.atomic import write_text
 from xmc_core.config import XmcConfig
-from xmc_core.report import read_json
-from xmc_core.run_report import RunReport, build_report
+from xmc_core.evaluation.report import read_json
+from xmc_core.evaluation.run_report import RunReport, build_report
+from xmc_core.storage.atomic import write_text
 
 REPORT_KEY = "xmc-run-report"
 METRICS_KEY = "xmc-metrics"

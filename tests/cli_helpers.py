@@ -10,9 +10,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def xmc(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m xmc_core.cli ARGS`` from the repository root, output captured."""
+    """``python -m xmc_core.app.cli ARGS`` from the repository root, output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "xmc_core.cli", *args],
+        [sys.executable, "-m", "xmc_core.app.cli", *args],
         capture_output=True, text=True, timeout=600, cwd=REPO_ROOT,
     )  # fmt: skip
 

@@ -366,7 +366,7 @@ class XmcConfig(Section):
 
     def mlflow_dir(self) -> Path:
         """Default home of the MLflow tracking store: ``<work_dir>/mlflow`` (absolute)."""
-        from xmc_core.work_dir import WorkDir
+        from xmc_core.storage.work_dir import WorkDir
 
         return WorkDir.of(self.work_dir).mlflow
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, read_meta, save_arrays, save_csr, write_meta
-from xmc_core.atomic import atomic_dir, write_json
 from xmc_core.errors import ArtifactError
+from xmc_core.storage.artifacts import load_csr, read_meta, save_arrays, save_csr, write_meta
+from xmc_core.storage.atomic import atomic_dir, write_json
 
 
 def make(tmp_path: Path) -> Path:
@@ -77,7 +77,7 @@ def test_atomic_dir_leaves_nothing_on_failure_and_replaces_on_success(tmp_path: 
 def test_parent_meta_covers_its_saved_parts(tmp_path: Path) -> None:
     """Two artifacts whose top-level files are equal but whose parts differ have different
     ``meta.json`` checksums (their cache fingerprints), and an edited part is caught."""
-    from xmc_core.fingerprint import path_fingerprint
+    from xmc_core.storage.fingerprint import path_fingerprint
 
     folders = []
     for n in (1, 2):

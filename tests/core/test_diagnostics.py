@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xmc_core.artifacts import write_meta
 from xmc_core.config import PredictConfig, RankerConfig
-from xmc_core.diagnostics import (
+from xmc_core.evaluation.diagnostics import (
     beam_recall_per_level,
     k_curves,
     matcher_loss_history,
@@ -18,6 +17,7 @@ from xmc_core.diagnostics import (
 )
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
+from xmc_core.storage.artifacts import write_meta
 
 # Two clusters under the root; labels 0, 1 in cluster 0 and 2, 3 in cluster 1.
 C0 = sp.csr_matrix(np.ones((2, 1), dtype=np.float32))

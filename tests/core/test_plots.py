@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xmc_core import plots
+from xmc_core.evaluation import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CURVE = {"k": [1, 2, 3], "P": [0.9, 0.8, 0.7], "nDCG": [0.9, 0.85, 0.82]}

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from xmc_core.app.predictions import ranked_lists
+from xmc_core.evaluation.metrics import ranked_labels
+from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.features.labels import LabelIndex
-from xmc_core.metrics import ranked_labels
-from xmc_core.predictions import ranked_lists
-from xmc_core.ranking import RankedRows, top_k
 
 NAN, INF = np.nan, np.inf
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xmc_core.run_report import build_report, champion_metrics, metrics_table
+from xmc_core.evaluation.run_report import build_report, champion_metrics, metrics_table
 
 METRICS = {
     "train": {"P@1": 0.9, "P@3": 0.6, "nDCG@1": 0.9, "R@10": 0.95},

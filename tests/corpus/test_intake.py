@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xmc_core.corpus.intake import IntakeFolders, mark_trained, take_in
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
+from xmc_core.intake.drops import IntakeFolders, mark_trained, take_in
 
 Doc = tuple[str, str, str]  # doc id, text, comma-separated labels
 

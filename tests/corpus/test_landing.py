@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from xmc_core.corpus.importers import FORMATS
-from xmc_core.corpus.landing import (
+from xmc_core.corpus.reader import Corpus
+from xmc_core.corpus.schema import Policies
+from xmc_core.errors import InputError
+from xmc_core.intake.landing import (
     FORMAT_FILES,
     REASON_FILE,
     Drop,
@@ -18,9 +21,6 @@ from xmc_core.corpus.landing import (
     quarantine,
     scan_drops,
 )
-from xmc_core.corpus.reader import Corpus
-from xmc_core.corpus.schema import Policies
-from xmc_core.errors import InputError
 
 LINES_OK = {
     "train_texts.txt": "one\ntwo\n",

@@ -9,15 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from xmc_core.corpus.importers import IngestOptions, ingest
-from xmc_core.corpus.merge import (
+from xmc_core.corpus.reader import Corpus
+from xmc_core.corpus.schema import Policies
+from xmc_core.errors import InputError
+from xmc_core.intake.merge import (
     current_corpus,
     merge_corpora,
     merge_into_store,
     set_current_corpus,
 )
-from xmc_core.corpus.reader import Corpus
-from xmc_core.corpus.schema import Policies
-from xmc_core.errors import InputError
 
 Doc = tuple[str, str, str]  # doc id, text, comma-separated labels
 

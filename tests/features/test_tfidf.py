@@ -10,11 +10,11 @@ import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer as SkTfidf
 
-from xmc_core.artifacts import write_meta
 from xmc_core.config import TfidfConfig, TokenizerConfig
 from xmc_core.errors import ArtifactError, XmcError
 from xmc_core.features.counts import TermStats, count_texts
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.storage.artifacts import write_meta
 
 TOY = ["apple banana", "apple cherry cherry", "apple"]
 UNI = TokenizerConfig(ngram_max=1)

@@ -12,11 +12,11 @@ import pytest
 from flows.predict import predict_pipeline
 from flows.runtime import configured, prefect_api
 from tests.flows.conftest import task_states
-from xmc_core import commands
+from xmc_core.app import commands
+from xmc_core.app.predictions import PREDICTIONS_SCHEMA
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.predictions import PREDICTIONS_SCHEMA
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

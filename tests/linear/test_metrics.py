@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from xmc_core.config import EvalConfig
-from xmc_core.metrics import (
+from xmc_core.evaluation.metrics import (
     evaluate,
     format_metrics,
     ndcg_at_k,

@@ -14,8 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
 
-from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import PredictConfig, Section, XmcConfig
+from xmc_core.evaluation.ranking import top_k
 from xmc_core.families.common import EVALUATE
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
@@ -23,8 +23,8 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.registry import register_family, register_part
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
-from xmc_core.ranking import top_k
 from xmc_core.stages.graph import Runner, Stage
+from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 
 NAME = "toy-centroid"
 

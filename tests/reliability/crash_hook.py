@@ -72,7 +72,7 @@ def _install(audit_log):
     sys.addaudithook(audit)
     note({"installed": os.getpid(), "argv": sys.argv[:2]})
 
-    import xmc_core.atomic as atomic
+    import xmc_core.storage.atomic as atomic
 
     original = atomic.atomic_file
 

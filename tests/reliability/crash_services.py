@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.servers import free_port, wait_http
-from xmc_core.atomic import write_json
+from xmc_core.storage.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK_FILE = Path(__file__).with_name("crash_hook.py")

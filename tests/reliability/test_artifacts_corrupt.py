@@ -26,9 +26,7 @@ import scipy.sparse as sp
 
 from tests.model_helpers import featurize, train_model
 from tests.reliability.conftest import SuiteStats
-from xmc_core.artifacts import sha256_file
-from xmc_core.atomic import write_json
-from xmc_core.cli import main as xmc_main
+from xmc_core.app.cli import main as xmc_main
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.synthetic import SyntheticSpec
@@ -44,6 +42,8 @@ from xmc_core.linear.model import LevelRankers, XRLinearModel
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.storage.artifacts import sha256_file
+from xmc_core.storage.atomic import write_json
 
 pytestmark = pytest.mark.reliability
 
@@ -92,8 +92,8 @@ def _save_transformer_parts(root: Path, corpus: Corpus, model: XmcModel) -> None
     """TextEncoder, EmbeddingFeatures, TokenizedTexts, a MatcherLevel folder and an
     XR-Transformer XmcModel, over a tiny random BERT."""
     from tests.transformer.tiny import build_tiny_encoder
-    from xmc_core.artifacts import save_arrays, write_meta
     from xmc_core.config import EncoderConfig
+    from xmc_core.storage.artifacts import save_arrays, write_meta
     from xmc_core.transformer.encoder import TextEncoder, load_tokenizer
     from xmc_core.transformer.head import LevelHead
     from xmc_core.transformer.ranker import EmbeddingFeatures
@@ -409,7 +409,7 @@ def test_cli_subprocess_on_a_damaged_model_prints_no_traceback(
     cmd = [
         sys.executable,
         "-m",
-        "xmc_core.cli",
+        "xmc_core.app.cli",
         *_cli_args(command, model, pristine["dataset"], tmp_path),
     ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)

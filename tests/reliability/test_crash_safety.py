@@ -56,10 +56,10 @@ from tests.reliability.crash_services import (
     temp_folders,
     wait_gone,
 )
-from xmc_core.artifacts import read_meta
-from xmc_core.atomic import atomic_dir
 from xmc_core.errors import ArtifactError
-from xmc_core.fingerprint import code_fingerprint
+from xmc_core.storage.artifacts import read_meta
+from xmc_core.storage.atomic import atomic_dir
+from xmc_core.storage.fingerprint import code_fingerprint
 
 pytestmark = pytest.mark.reliability
 
@@ -306,7 +306,7 @@ def test_a_crash_inside_atomic_dir_leaves_nothing(tmp_path: Path) -> None:
 def test_a_sigkill_inside_atomic_dir_leaves_only_hidden_names(tmp_path: Path) -> None:
     target = tmp_path / "artifacts" / "stage" / "key"
     code = (
-        "import os, signal, sys\nfrom xmc_core.atomic import atomic_dir\n"
+        "import os, signal, sys\nfrom xmc_core.storage.atomic import atomic_dir\n"
         "with atomic_dir(sys.argv[1]) as tmp:\n"
         "    (tmp / 'X.npz').write_bytes(b'half')\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -1,7 +1,7 @@
 """``xmc ingest`` on broken corpora: exit status 2 and one "error:" message, never a traceback.
 
-Drawn inputs run through ``xmc_core.cli.main`` in-process (fast); a few known breakers also run
-through a real ``python -m xmc_core.cli`` process, where an escaped exception would print one.
+Drawn inputs run through ``xmc_core.app.cli.main`` in-process (fast); a few known breakers also run
+through a real ``python -m xmc_core.app.cli`` process, where an escaped exception would print one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tests.reliability.fuzz_corpora import TextCorpus, encode_text, parquet_byte
 from tests.reliability.fuzz_model import Fails, expect
 from tests.reliability.fuzz_property import fuzz, source_folder
 from tests.reliability.fuzz_xc import XcCorpus, encode_xc, xc_corpora
-from xmc_core.cli import main
+from xmc_core.app.cli import main
 
 pytestmark = pytest.mark.reliability
 
@@ -121,7 +121,7 @@ def test_cli_process_prints_no_traceback(fuzz_stats: FuzzStats, case: str) -> No
     fmt, files = BREAKERS[case]
     with source_folder(files) as work:
         proc = subprocess.run(
-            [sys.executable, "-m", "xmc_core.cli", "ingest", fmt, "src", "ds"],
+            [sys.executable, "-m", "xmc_core.app.cli", "ingest", fmt, "src", "ds"],
             cwd=work,
             capture_output=True,
             text=True,

@@ -75,7 +75,7 @@ def tmpfs(path: Path, size: str, read_only: bool = False) -> Iterator[Path]:
 
 
 def xmc(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return run(["-m", "xmc_core.cli", *args], **kw)
+    return run(["-m", "xmc_core.app.cli", *args], **kw)
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +254,7 @@ def test_long_document_capped_and_logged_once(
 
 
 def test_error_text_sorts_expected_failures_from_bugs() -> None:
-    from xmc_core.entry import error_text
+    from xmc_core.app.entry import error_text
 
     arrow_style = OSError("Error writing bytes to file. Detail: No space left on device")
     assert error_text(arrow_style, Path("out.parquet")) == (
@@ -283,7 +283,7 @@ def test_capped_lines_skip_the_rest_of_a_huge_line() -> None:
 
 def test_predict_stdout_reader_stops(model_dir: Path) -> None:
     """``xmc predict M - - | head -1``: far more output than a pipe holds, so the write fails."""
-    cmd = [sys.executable, "-m", "xmc_core.cli", "predict", str(model_dir), "-", "-"]
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", "predict", str(model_dir), "-", "-"]
     with subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
     ) as proc:

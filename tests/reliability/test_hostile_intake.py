@@ -15,14 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from xmc_core.config import TfidfConfig, TokenizerConfig
-from xmc_core.corpus import landing
 from xmc_core.corpus.importers import IngestOptions, ingest
-from xmc_core.corpus.intake import IntakeFolders, take_in
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
 from xmc_core.errors import InputError, XmcError
+from xmc_core.evaluation.run_report import build_report
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.run_report import build_report
+from xmc_core.intake import landing
+from xmc_core.intake.drops import IntakeFolders, take_in
 
 pytestmark = pytest.mark.reliability
 SUITE = "hostile-intake"
@@ -58,7 +58,7 @@ KILL_AFTER_FIRST_ARCHIVE = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from xmc_core.corpus import intake
+    from xmc_core.intake import drops as intake
     from xmc_core.corpus.schema import Policies
 
     original = intake.archive

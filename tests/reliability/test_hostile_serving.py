@@ -122,7 +122,7 @@ def test_an_unforeseen_failure_answers_500_json_and_logs_one_line(
 
 # ------------------------------------------------------------ start-up refusals (subprocess)
 def xmc_serve(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "xmc_core.cli", "serve", *args]
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", "serve", *args]
     full_env = {k: v for k, v in os.environ.items() if k != "XMC_SERVE_TOKEN"} | (env or {})
     return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=60)
 

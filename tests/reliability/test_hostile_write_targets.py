@@ -1,5 +1,6 @@
 """Hostile writes, part 2: atomic files aimed at links, devices, FIFOs, ``/dev/stdout`` and
-folders are written through or refused, never renamed over (``xmc_core.atomic.atomic_file``).
+folders are written through or refused, never renamed over
+(``xmc_core.storage.atomic.atomic_file``).
 
 Suite "hostile-writes", with ``test_hostile_writes.py``.
 """
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.test_hostile_writes import ROOT, hidden
-from xmc_core.atomic import atomic_file, write_bytes, write_text
 from xmc_core.errors import XmcError
+from xmc_core.storage.atomic import atomic_file, write_bytes, write_text
 
 pytestmark = pytest.mark.reliability
 
@@ -65,7 +66,7 @@ def test_a_fifo_receives_the_bytes_and_stays_a_fifo(tmp_path: Path) -> None:
 
 STDOUT_WRITER = """
 import sys
-from xmc_core.atomic import atomic_file
+from xmc_core.storage.atomic import atomic_file
 with atomic_file(sys.argv[1]) as tmp, open(tmp, "w") as fh:
     fh.write("record 1\\nrecord 2\\n")
 print("wrote 2 records")

@@ -1,6 +1,7 @@
 """Hostile writes: two writers of one destination, a SIGKILL in the middle of ``--overwrite``,
-and a folder written over a link or a file (``xmc_core.atomic.atomic_dir``,
-``xmc_core.folder_swap``); files aimed at links and devices: ``test_hostile_write_targets.py``.
+and a folder written over a link or a file (``xmc_core.storage.atomic.atomic_dir``,
+``xmc_core.storage.folder_swap``); files aimed at links and devices:
+``test_hostile_write_targets.py``.
 
 The folder cases run where the filesystem offers ``renameat2`` (ext4, tmpfs) and, through the
 ``rename_mode`` fixture, where it does not (the portable fallback with its swap journal).
@@ -25,11 +26,11 @@ import pytest
 
 from tasks.caching import produce
 from tests.cli_helpers import write_lines, xmc
-from xmc_core import folder_swap
-from xmc_core.artifacts import read_meta, write_meta
-from xmc_core.atomic import atomic_dir
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError, XmcError
+from xmc_core.storage import folder_swap
+from xmc_core.storage.artifacts import read_meta, write_meta
+from xmc_core.storage.atomic import atomic_dir
 
 pytestmark = pytest.mark.reliability
 
@@ -117,7 +118,7 @@ def test_two_ingests_into_one_destination_the_second_exits_2(tmp_path: Path) -> 
     src = write_lines(tmp_path / "src")
     dest = tmp_path / "ds"
     holder = (  # the first writer: holds the destination until told to finish
-        "import sys\nfrom xmc_core.atomic import atomic_dir\n"
+        "import sys\nfrom xmc_core.storage.atomic import atomic_dir\n"
         "with atomic_dir(sys.argv[1], overwrite=True) as tmp:\n"
         "    (tmp / 'first.txt').write_text('first')\n"
         "    print('ready', flush=True)\n"
@@ -161,9 +162,9 @@ def test_leftovers_of_a_dead_writer_are_cleared_by_the_next(tmp_path: Path) -> N
 KILLER = """
 import errno, os, signal, sys
 from pathlib import Path
-from xmc_core import folder_swap
-from xmc_core.artifacts import write_meta
-from xmc_core.atomic import atomic_dir
+from xmc_core.storage import folder_swap
+from xmc_core.storage.artifacts import write_meta
+from xmc_core.storage.atomic import atomic_dir
 
 mode, at, target = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 native, rename = folder_swap._renameat2, os.rename
@@ -255,7 +256,8 @@ def test_an_open_that_may_not_repair_reports_the_swap() -> None:
             '{"new": ".model.new12345.tmp", "old": ".model.old12345.tmp"}'
         )
         code = (
-            "import sys\nfrom xmc_core.artifacts import read_meta\nread_meta(sys.argv[1], 'Thing')"
+            "import sys\nfrom xmc_core.storage.artifacts import read_meta\n"
+            "read_meta(sys.argv[1], 'Thing')"
         )
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         cmd = [*as_nobody, sys.executable, "-c", code, str(base / "model")]

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xmc_core.cli import _parser, main
+from xmc_core.app.cli import _parser, main
 from xmc_core.config import XmcConfig
-from xmc_core.corpus.landing import (
+from xmc_core.errors import InputError
+from xmc_core.intake.landing import (
     archive,
     examine,
     ingest_drop,
@@ -23,7 +24,6 @@ from xmc_core.corpus.landing import (
     safe_name,
     scan_drops,
 )
-from xmc_core.errors import InputError
 
 pytestmark = pytest.mark.reliability
 
@@ -348,7 +348,7 @@ def test_shell_metacharacters_stay_literal_paths_and_strings(
 
 def _xmc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "xmc_core.cli", *args]
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

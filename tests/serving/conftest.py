@@ -12,7 +12,7 @@ import mlflow
 import pytest
 
 from tests.serving.registry_fixtures import global_tracking
-from xmc_core import commands
+from xmc_core.app import commands
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset

@@ -16,7 +16,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from xmc_core import commands
+from xmc_core.app import commands
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset

@@ -152,7 +152,7 @@ def test_xmc_serve_answers_over_real_http(
 ) -> None:
     port = free_port()
     cmd = [
-        sys.executable, "-m", "xmc_core.cli", "serve", f"models:/{MODEL_NAME}@{ALIAS}",
+        sys.executable, "-m", "xmc_core.app.cli", "serve", f"models:/{MODEL_NAME}@{ALIAS}",
         "--port", str(port), "--set", f"tracking.uri={registry.uri}",
         "--set", f"work_dir={registry.cfg.work_dir}",
     ]  # fmt: skip

@@ -23,7 +23,7 @@ from xmc_core.errors import InputError
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.pyfunc import XmcPyfuncModel, input_texts, predict_frame
 from xmc_core.serving.resolve import find_model_folder, local_model_dir
-from xmc_core.work_dir import WorkDir
+from xmc_core.storage.work_dir import WorkDir
 
 
 @pytest.fixture(scope="module")

@@ -29,17 +29,18 @@ from tests.serving.registry_fixtures import (
 from xmc_core.config import EvalConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError, XmcError
+from xmc_core.evaluation.metrics import evaluate
 from xmc_core.features.labels import LabelIndex
-from xmc_core.metrics import evaluate
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.serving import evaluation, registry
-from xmc_core.serving.evaluation import (
+from xmc_core.registry import gate as evaluation
+from xmc_core.registry import promotion as registry
+from xmc_core.registry.gate import (
     evaluate_on_dataset,
     evaluate_on_texts,
     evaluate_scores,
     train_label_counts,
 )
-from xmc_core.serving.registry import (
+from xmc_core.registry.promotion import (
     champion_version,
     format_decision,
     promote_gated,
@@ -266,8 +267,8 @@ def test_concurrent_promotions_in_processes(
     promote_version(cfg, "1")
     script = (
         "import sys, time; from pathlib import Path; from xmc_core.config import XmcConfig;"
-        "from xmc_core.serving.registry import promote_gated, format_decision;"
-        "import xmc_core.serving.evaluation, mlflow;"
+        "from xmc_core.registry.promotion import promote_gated, format_decision;"
+        "import xmc_core.registry.gate, mlflow;"
         "cfg = XmcConfig.load(None, sys.argv[3:]); Path('ready').touch();"
         "[time.sleep(0.01) for _ in range(6000) if not Path('go').exists()];"
         "print(format_decision(promote_gated(cfg, sys.argv[1], Path(sys.argv[2]))))"
@@ -306,7 +307,7 @@ def test_cli_promote_and_rollback(cfg: XmcConfig, tmp_path: Path) -> None:
     sets += ["--set", f"registry.model_name={NAME}"]
 
     def xmc(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "xmc_core.cli", *args, *sets]
+        cmd = [sys.executable, "-m", "xmc_core.app.cli", *args, *sets]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env())
 
     promote_version(cfg, "1")

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from xmc_core.atomic import finish_interrupted_swap
 from xmc_core.corpus.schema import FORMAT_VERSION, LABELS_SCHEMA, SPLITS, Manifest, corpus_schema
 from xmc_core.errors import InputError
+from xmc_core.storage.atomic import finish_interrupted_swap
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xmc_core.atomic import atomic_dir, write_json
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP
 from xmc_core.corpus.schema import (
     LABELS_SCHEMA,
@@ -36,6 +35,7 @@ from xmc_core.corpus.schema import (
 )
 from xmc_core.corpus.values import brief, utf8
 from xmc_core.errors import InputError
+from xmc_core.storage.atomic import atomic_dir, write_json
 
 log = logging.getLogger(__name__)
 

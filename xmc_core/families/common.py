@@ -6,17 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xmc_core.artifacts import read_meta, write_meta
-from xmc_core.atomic import write_json
 from xmc_core.config import EvalConfig, RankerConfig, TreeConfig, XmcConfig
+from xmc_core.evaluation.report import read_json
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.model import LevelRankers, fit_level
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.report import read_json
 from xmc_core.stages.graph import Runner, Stage
+from xmc_core.storage.artifacts import read_meta, write_meta
+from xmc_core.storage.atomic import write_json
 
 METRICS_FILE = "metrics.json"
 

@@ -14,9 +14,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, load_strings, read_meta, save_csr, save_strings, write_meta
 from xmc_core.config import TokenizerConfig
 from xmc_core.features.tokenizer import tokenize
+from xmc_core.storage.artifacts import (
+    load_csr,
+    load_strings,
+    read_meta,
+    save_csr,
+    save_strings,
+    write_meta,
+)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 
 __all__ = ["LabelFeatures", "concat_label_features", "pifa", "pifa_partial"]
 

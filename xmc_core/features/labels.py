@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_strings, read_meta, save_strings, write_meta
+from xmc_core.storage.artifacts import load_strings, read_meta, save_strings, write_meta
 
 
 class LabelIndex:

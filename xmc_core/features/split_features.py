@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import scipy.sparse as sp
 
-from xmc_core.artifacts import (
+from xmc_core.storage.artifacts import (
     load_csr,
     load_strings,
     meta_fields,

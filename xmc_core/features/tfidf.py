@@ -15,7 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.artifacts import (
+from xmc_core.config import TfidfConfig, TokenizerConfig
+from xmc_core.errors import XmcError
+from xmc_core.features.counts import TermCounts, TermStats, count_texts
+from xmc_core.features.normalize import l2_normalize_rows
+from xmc_core.storage.artifacts import (
     load_arrays,
     load_strings,
     meta_fields,
@@ -24,10 +28,6 @@ from xmc_core.artifacts import (
     save_strings,
     write_meta,
 )
-from xmc_core.config import TfidfConfig, TokenizerConfig
-from xmc_core.errors import XmcError
-from xmc_core.features.counts import TermCounts, TermStats, count_texts
-from xmc_core.features.normalize import l2_normalize_rows
 
 SMALL_BATCH_RATIO = 64
 """Batches with fewer than 1/64 as many distinct terms as the vocabulary use the term dict."""

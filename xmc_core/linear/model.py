@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.beam import ChunkedLevel, beam_search
@@ -24,6 +23,7 @@ from xmc_core.linear.levels import (
 )
 from xmc_core.linear.solver import train_level
 from xmc_core.linear.tree import LabelTree
+from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 
 if TYPE_CHECKING:
     from xmc_core.model.contract import Negatives

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
+from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 
 
 @dataclass(frozen=True)

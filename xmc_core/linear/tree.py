@@ -18,10 +18,10 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 from xmc_core.config import TreeConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.linear._tree_kernels import split_depth, split_jobs
+from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 
 
 def binary_depth(n_labels: int, max_leaf_size: int) -> int:

@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.errors import ArtifactError
+from xmc_core.evaluation.ranking import top_k
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
-from xmc_core.ranking import top_k
+from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig
@@ -138,7 +138,7 @@ class XmcModel:
         topk: int | None = None,
     ) -> dict[str, float]:
         """P@k, nDCG@k, R@k and PSP@k on an encoded split (predicting the top max(ks, topk))."""
-        from xmc_core.metrics import evaluate
+        from xmc_core.evaluation.metrics import evaluate
 
         k = max([*cfg.ks, topk or self.ranker.predict_cfg.topk])
         scores = self.predict_features(split.X, topk=k, beam_size=beam_size)
@@ -171,7 +171,7 @@ class XmcModel:
 
     def top_labels(self, scores: sp.csr_matrix) -> list[list[tuple[str, float]]]:
         """Each row of a prediction csr (n_docs, n_labels) as ``[(label, score), ...]``, best
-        first (ties: lower label id, see :func:`xmc_core.ranking.top_k`)."""
+        first (ties: lower label id, see :func:`xmc_core.evaluation.ranking.top_k`)."""
         ranked = top_k(scores)
         pairs = list(zip(self.labels.decode(ranked.cols), ranked.vals.tolist(), strict=True))
         return [pairs[lo:hi] for lo, hi in pairwise(ranked.offsets.tolist())]

@@ -31,10 +31,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect
 
+from xmc_core.app.predictions import ranked_lists
 from xmc_core.config import ServeConfig, XmcConfig
 from xmc_core.errors import XmcError
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.predictions import ranked_lists
 from xmc_core.serving.guard import BearerAuth, check_exposure, guarded_protocol, read_token
 
 MAX_DEPTH = 16

@@ -22,19 +22,19 @@ from mlflow.models.model import ModelInfo
 from mlflow.types.schema import Array, ColSpec, DataType, ParamSchema, ParamSpec, Schema
 
 import xmc_core
-from xmc_core.artifacts import read_meta
 from xmc_core.config import PredictConfig, XmcConfig
-from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import model_layout
-from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
-from xmc_core.serving.registry_store import (
+from xmc_core.registry.store import (
     PROCESS_TAG,
     RegistryStore,
     process_identity,
     registry_lock,
 )
+from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
 from xmc_core.serving.resolve import MODEL_CLASS, find_model_folder
+from xmc_core.storage.artifacts import read_meta
+from xmc_core.storage.fingerprint import code_fingerprint, combine, path_fingerprint
 
 MODEL_NAME = "model"
 """Name of the logged model within its run (``runs:/RUN_ID/model``)."""

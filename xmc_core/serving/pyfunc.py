@@ -19,9 +19,9 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 
+from xmc_core.app.predictions import ranked_lists
 from xmc_core.errors import InputError
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.predictions import ranked_lists
 
 ARTIFACT_KEY = "xmc_model"
 """Key of the model folder in the pyfunc's ``artifacts``."""

@@ -63,7 +63,7 @@ class Stage:
                 parts.append([name, _each(value, lambda h, n=name: input_key(n, h))])
             else:
                 parts.append([name, key_part(value)])
-        from xmc_core.fingerprint import combine
+        from xmc_core.storage.fingerprint import combine
 
         return combine(self.name, stage_code(self.fn), parts)[:32]
 
@@ -155,7 +155,7 @@ class InProcessRunner:
         return handle.value
 
     def source(self, cls: type, path: str) -> Held:
-        from xmc_core.fingerprint import path_fingerprint
+        from xmc_core.storage.fingerprint import path_fingerprint
 
         return Held(cls.load(path), path_fingerprint(path))
 

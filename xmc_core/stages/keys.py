@@ -7,15 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xmc_core.artifacts import sha256_file
 from xmc_core.config import EncoderConfig, Section
 from xmc_core.corpus.reader import PartitionRef, partition_fingerprint
-from xmc_core.fingerprint import combine
+from xmc_core.storage.artifacts import sha256_file
+from xmc_core.storage.fingerprint import combine
 
 
 def stage_code(fn: Callable[..., Any]) -> str:
     """Fingerprint of the code a stage runs: the closure of the module defining ``fn``."""
-    from xmc_core import fingerprint
+    from xmc_core.storage import fingerprint
 
     closure = getattr(fingerprint, "closure_fingerprint", None)
     if closure is None:  # pragma: no cover - until the per-module closure lands

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from xmc_core.atomic import atomic_dir
-from xmc_core.work_dir import WorkDir
+from xmc_core.storage.atomic import atomic_dir
+from xmc_core.storage.work_dir import WorkDir
 
 
 class ArtifactStore:

@@ -20,10 +20,10 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 
-from xmc_core.artifacts import meta_fields, read_meta, write_meta
 from xmc_core.config import EncoderConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.progress import RateLog
+from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -17,10 +17,10 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 from torch import nn
 
-from xmc_core.atomic import atomic_file
 from xmc_core.config import RankerConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.solver import train_level
+from xmc_core.storage.atomic import atomic_file
 from xmc_core.transformer.shortlist import LevelProblem
 
 

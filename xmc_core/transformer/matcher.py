@@ -21,11 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
-from xmc_core.atomic import atomic_dir
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.tree import LabelTree
+from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+from xmc_core.storage.atomic import atomic_dir
 from xmc_core.transformer.encoder import (
     TextEncoder,
     default_encoder_path,

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+from xmc_core.evaluation.ranking import top_k
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
-from xmc_core.ranking import top_k
+from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from xmc_core.artifacts import load_arrays, read_meta, save_arrays, write_meta
 from xmc_core.errors import ArtifactError, InputError
+from xmc_core.storage.artifacts import load_arrays, read_meta, save_arrays, write_meta
 
 if TYPE_CHECKING:
     import pyarrow as pa

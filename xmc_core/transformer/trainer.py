@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from xmc_core.config import MatcherConfig
-from xmc_core.metrics import precision_at_k
+from xmc_core.evaluation.metrics import precision_at_k
 from xmc_core.transformer.encoder import TextEncoder, autocast, embed
 from xmc_core.transformer.head import LevelHead
 from xmc_core.transformer.shortlist import LevelProblem, top_clusters
@@ -58,7 +58,7 @@ def precision_at(
 
     ``E``: float32 (len(rows), h), the embeddings of those documents; the targets are
     ``problem.Y[rows]``. The head scores every cluster (:func:`top_clusters`), then
-    :func:`xmc_core.metrics.precision_at_k` ranks and counts.
+    :func:`xmc_core.evaluation.metrics.precision_at_k` ranks and counts.
     """
     if len(rows) == 0:
         return {}

@@ -7,7 +7,7 @@ another user can read a shared ``work_dir``.
 
 Nothing is ever renamed over a symbolic link, a device or a FIFO (see :func:`atomic_file`), and a
 folder is never replaced unless its writer asked for it, nor by two writers at once (see
-:func:`atomic_dir` and :mod:`xmc_core.folder_swap`).
+:func:`atomic_dir` and :mod:`xmc_core.storage.folder_swap`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from xmc_core.errors import InputError
-from xmc_core.folder_swap import (
+from xmc_core.storage.folder_swap import (
     beside,
     check_dir_target,
     clear_stale,

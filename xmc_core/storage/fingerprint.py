@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import xmc_core
-from xmc_core.artifacts import sha256_file
+from xmc_core.storage.artifacts import sha256_file
 
 
 @functools.cache

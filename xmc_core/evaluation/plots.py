@@ -1,4 +1,5 @@
-"""PNG plots of a run's diagnostics (:mod:`xmc_core.diagnostics`, metrics by label frequency).
+"""PNG plots of a run's diagnostics (:mod:`xmc_core.evaluation.diagnostics`, metrics by label
+frequency).
 
 Every function takes plain data (lists, dicts of floats) and a target path, writes the PNG
 atomically and returns the path. matplotlib is imported lazily and drawn with its Agg canvas
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xmc_core.atomic import atomic_file
+from xmc_core.storage.atomic import atomic_file
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -24,7 +25,7 @@ def plot_k_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str
     """P@k and nDCG@k against k, one line per split.
 
     ``curves``: ``{split: {"k": [...], "P": [...], "nDCG": [...]}}`` (see
-    :func:`xmc_core.diagnostics.k_curves`); values are fractions, drawn in percent.
+    :func:`xmc_core.evaluation.diagnostics.k_curves`); values are fractions, drawn in percent.
     """
     fig, axes = _figure(1, 2, (10, 4))
     for ax, metric in zip(axes, ("P", "nDCG"), strict=True):
@@ -42,7 +43,7 @@ def plot_recall_by_frequency(
     """R@k of the relevant (doc, label) pairs per training-frequency bucket of the label.
 
     ``buckets``: ``{split: [{"lo", "hi", "n_labels", "n_relevant_pairs", "recall"}, ...]}``
-    (see :func:`xmc_core.metrics.recall_by_frequency`), the same buckets for every split.
+    (see :func:`xmc_core.evaluation.metrics.recall_by_frequency`), the same buckets for every split.
     Grouped bars, one group per bucket, one bar per split.
     """
     fig, axes = _figure(1, 1, (8, 4))
@@ -99,7 +100,8 @@ def plot_training_loss(
 
 def plot_matcher_loss(history: Mapping[int, Sequence[tuple[int, float]]], path: str | Path) -> Path:
     """XR-Transformer matcher loss against step, one line per tree level
-    (``{level: [(step, loss), ...]}``, see :func:`xmc_core.diagnostics.matcher_loss_history`)."""
+    (``{level: [(step, loss), ...]}``, see
+    :func:`xmc_core.evaluation.diagnostics.matcher_loss_history`)."""
     fig, axes = _figure(1, 1, (6, 4))
     ax = axes[0]
     for level, points in history.items():

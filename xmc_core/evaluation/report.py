@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xmc_core.artifacts import read_meta
 from xmc_core.corpus import Corpus
+from xmc_core.storage.artifacts import read_meta
 
 
 def features_summary(outputs: dict[str, str]) -> str:

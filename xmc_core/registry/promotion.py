@@ -24,51 +24,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
-from xmc_core.fingerprint import code_fingerprint
-from xmc_core.serving.reconcile import reconcile_locked
-from xmc_core.serving.registry_store import (
+from xmc_core.registry.reconcile import reconcile_locked
+from xmc_core.registry.store import (
     HISTORY_TAG,
     PROMOTION_TAG,
+    Decision,
     RegistryStore,
     registry_lock,
 )
 from xmc_core.serving.resolve import local_model_dir
+from xmc_core.storage.fingerprint import code_fingerprint
 
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig
 
 _TOLERANCE = 1e-12  # float slack in "new >= champion + margin"
 _CAS_ATTEMPTS = 3
-
-
-class Decision(BaseModel):
-    """One promotion, rejection or rollback of ``model_name@alias``.
-
-    ``version``: the version concerned (the candidate, or the rollback target); ``previous``: the
-    alias holder before (None: no holder); ``new_value`` / ``champion_value``: ``metric`` of the
-    version and of the previous holder on the same documents (None: not evaluated);
-    ``at``: UTC time, ISO 8601.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    model_name: str
-    alias: str
-    version: str
-    previous: str | None
-    metric: str
-    new_value: float | None
-    champion_value: float | None
-    margin: float
-    promoted: bool
-    reason: str
-    kind: Literal["gated", "manual", "rollback"]
-    at: str
 
 
 def champion_version(cfg: XmcConfig) -> str | None:
@@ -282,7 +256,7 @@ def _eval_key(cfg: XmcConfig, dataset: Path) -> dict[str, str]:
 
 def _evaluate(cfg: XmcConfig, version: str, dataset: Path) -> dict[str, float]:
     """Download ``version`` (serving cache) and evaluate it from raw text."""
-    from xmc_core.serving import evaluation  # the model code: only when evaluating
+    from xmc_core.registry import gate as evaluation  # the model code: only when evaluating
 
     name = cfg.registry.model_name
     folder = local_model_dir(f"models:/{name}/{version}", cfg)

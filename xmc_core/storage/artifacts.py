@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core import __version__
-from xmc_core.atomic import atomic_file, finish_interrupted_swap, write_json
 from xmc_core.errors import ArtifactError
+from xmc_core.storage.atomic import atomic_file, finish_interrupted_swap, write_json
 
 if TYPE_CHECKING:  # pyarrow is imported where strings are read or written: it costs ~40 MB
     import pyarrow as pa

@@ -2,7 +2,7 @@
 
 One call does what a scheduled retraining run needs before it trains:
 
-1. every entry of the landing folder is examined (:func:`~xmc_core.corpus.landing.scan_drops`);
+1. every entry of the landing folder is examined (:func:`~xmc_core.intake.landing.scan_drops`);
    refused entries (unsafe names, links, plain files) and drops that fail validation are moved
    to the quarantine folder with a ``REASON.txt``;
 2. the valid drops are ingested into a staging folder, then merged, in arrival order, into the
@@ -36,8 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from xmc_core.atomic import write_json
-from xmc_core.corpus.landing import (
+from xmc_core.corpus.reader import Corpus
+from xmc_core.corpus.schema import Policies
+from xmc_core.errors import InputError
+from xmc_core.evaluation.report import read_json
+from xmc_core.intake.landing import (
     Drop,
     archive,
     ingest_drop,
@@ -45,11 +48,8 @@ from xmc_core.corpus.landing import (
     scan_drops,
     unexpected_problem,
 )
-from xmc_core.corpus.merge import current_corpus, merge_into_store, set_current_corpus
-from xmc_core.corpus.reader import Corpus
-from xmc_core.corpus.schema import Policies
-from xmc_core.errors import InputError
-from xmc_core.report import read_json
+from xmc_core.intake.merge import current_corpus, merge_into_store, set_current_corpus
+from xmc_core.storage.atomic import write_json
 
 log = logging.getLogger(__name__)
 

@@ -42,12 +42,12 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from xmc_core.atomic import write_json
 from xmc_core.corpus.importers.common import manifest_of
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import SPLITS, Manifest, Policies
 from xmc_core.corpus.writer import DatasetWriter, SplitWriter
 from xmc_core.errors import InputError
+from xmc_core.storage.atomic import write_json
 
 CURRENT_FILE = "current.json"
 STORE_NAME_CHARS = 16

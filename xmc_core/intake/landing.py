@@ -25,7 +25,7 @@ Policies of the landing folder:
   into ``<dir>/<UTC time>-<name>/`` (unique per call), and the quarantine folder gets a
   ``REASON.txt``. Both folders must be on the landing folder's filesystem (a move across file
   systems would copy then delete: refused).
-* Doc ids are the upsert key of :mod:`xmc_core.corpus.merge`. A drop without ids gets the
+* Doc ids are the upsert key of :mod:`xmc_core.intake.merge`. A drop without ids gets the
   importer's positional ids (``train-00000001``, ...), which would collide with the next drop's;
   :func:`ingest_drop` therefore prefixes such ids with the first 12 hex digits of the drop's
   content fingerprint (``3f2a...:train-00000001``): the same drop taken in twice keeps its ids,
@@ -48,12 +48,12 @@ import pyarrow.compute as pc
 import yaml
 from pydantic import ValidationError
 
-from xmc_core.atomic import write_text
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
-from xmc_core.corpus.merge import prefix_doc_ids
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import SPLITS, Manifest, Policies
 from xmc_core.errors import InputError
+from xmc_core.intake.merge import prefix_doc_ids
+from xmc_core.storage.atomic import write_text
 
 FORMAT_FILES: dict[str, tuple[str, ...]] = {
     "lines": ("train_texts.txt", "train_labels.txt", "test_texts.txt", "test_labels.txt"),
@@ -303,7 +303,7 @@ def ingest_drop(drop: Drop, dest: Path, policies_override: Policies | None = Non
     if dest.exists():
         raise InputError(dest, "destination already exists", "choose a new folder")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    # not ".NAME.xxxxxxxx.tmp", which xmc_core.atomic removes as a dead writer's temporary
+    # not ".NAME.xxxxxxxx.tmp", which xmc_core.storage.atomic removes as a dead writer's temporary
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-in.", suffix=".tmp", dir=dest.parent))
     try:
         manifest = ingest(drop.format, drop.path, staging / "raw", options)

@@ -27,13 +27,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from xmc_core.app.entry import run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus, Manifest, Policies
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.entry import run_command, whole_count
 
 _S = argparse.SUPPRESS
 _DEFAULTS = XmcConfig()
@@ -162,7 +162,7 @@ def _synth(args: argparse.Namespace) -> Manifest:
 
 
 def _model_command(args: argparse.Namespace) -> None:
-    from xmc_core import commands  # numba kernels: imported only when a model command runs
+    from xmc_core.app import commands  # numba kernels: imported only when a model command runs
 
     if args.command == "train":
         cfg = XmcConfig.load(args.config, args.overrides)
@@ -195,7 +195,7 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
             **_given(args, "token_file", "insecure_public"),
         )  # fmt: skip
         return
-    from xmc_core.serving import registry
+    from xmc_core.registry import promotion as registry
 
     if args.command == "promote":
         print(registry.format_decision(registry.promote_version(cfg, args.version)))

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.artifacts import read_meta
-from xmc_core.atomic import write_json
 from xmc_core.config import EvalConfig, RankerConfig
+from xmc_core.evaluation.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.beam import beam_search, beam_to_csr
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
-from xmc_core.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
+from xmc_core.storage.artifacts import read_meta
+from xmc_core.storage.atomic import write_json
 
 if TYPE_CHECKING:
     from xmc_core.model.contract import Ranker
@@ -44,7 +44,7 @@ def k_curves(Y_true: sp.spmatrix, scores: Predictions, kmax: int) -> dict[str, l
     """P@k and nDCG@k for k = 1..kmax.
 
     ``Y_true``: csr (n_docs, n_labels) binary; ``scores``: csr (n_docs, n_labels) or ranked ids
-    (n_docs, k'), see :func:`xmc_core.metrics.ranked_labels`. Returns ``{"k": [1..kmax],
+    (n_docs, k'), see :func:`xmc_core.evaluation.metrics.ranked_labels`. Returns ``{"k": [1..kmax],
     "P": [...], "nDCG": [...]}``, fractions in [0, 1].
     """
     if kmax < 1:
@@ -265,7 +265,7 @@ class Diagnostics:
 
     def save(self, folder: str | Path) -> None:
         """``diagnostics.json`` (with the plot file names) and ``plots/*.png``."""
-        from xmc_core.plots import write_plots
+        from xmc_core.evaluation.plots import write_plots
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)

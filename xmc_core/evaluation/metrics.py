@@ -12,7 +12,7 @@ Conventions follow the Extreme Classification Repository (pyxclib) and PECOS:
 - Every metric is a fraction in [0, 1]; an average over an empty set is 0.0.
 
 Everything is vectorized over documents: a row-wise sort of ``Y_pred`` (the shared ranking,
-:func:`xmc_core.ranking.top_k`) and one binary search per (document, rank) pair.
+:func:`xmc_core.evaluation.ranking.top_k`) and one binary search per (document, rank) pair.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import EvalConfig
-from xmc_core.ranking import top_k
+from xmc_core.evaluation.ranking import top_k
 
 Predictions = sp.spmatrix | sp.sparray | np.ndarray
 Ks = int | Iterable[int]
@@ -282,7 +282,7 @@ def _canonical(matrix: sp.spmatrix | sp.sparray, drop_zeros: bool = False) -> sp
 
 
 def _rank_sparse(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of csr (n_docs, n_labels) rows by :func:`xmc_core.ranking.top_k`: ids int64
+    """Top-k of csr (n_docs, n_labels) rows by :func:`xmc_core.evaluation.ranking.top_k`: ids int64
     (n_docs, k), -1 past a row's end, and valid bool (n_docs, k)."""
     if np.isnan(scores.data).any():
         raise ValueError("Y_pred holds NaN scores")

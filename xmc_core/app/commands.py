@@ -12,15 +12,15 @@ from typing import BinaryIO
 
 import scipy.sparse as sp
 
-from xmc_core.atomic import atomic_dir, atomic_file, write_json
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.errors import InputError, XmcError
+from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.families.train import train_in_process
-from xmc_core.folder_swap import check_dir_target
-from xmc_core.metrics import format_metrics
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.storage.atomic import atomic_dir, atomic_file, write_json
+from xmc_core.storage.folder_swap import check_dir_target
 
 _BATCH = DEFAULT_ROWS_PER_GROUP
 """Lines of a text source predicted at once (as the predict flow's chunks, by default)."""

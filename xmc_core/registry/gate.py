@@ -15,7 +15,7 @@ with its own vectorizer, and the true labels are looked up **by name** in its la
   labels. Without those counts (``evaluate_on_texts`` given None) PSP@k is omitted.
 
 When every true label is known to the model and the model was trained on the dataset's train
-split, the figures equal ``xmc_core.metrics.evaluate`` on the model's featurized split.
+split, the figures equal ``xmc_core.evaluation.metrics.evaluate`` on the model's featurized split.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from xmc_core.config import EvalConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import InputError
+from xmc_core.evaluation.metrics import evaluate
 from xmc_core.features.labels import LabelIndex
-from xmc_core.metrics import evaluate
 from xmc_core.model.xmc_model import XmcModel
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ The table written by batch prediction (``flows/predict.py``) has :data:`PREDICTI
     doc_id: string, labels: list<string> (best first), scores: list<float32>
 
 Within a document, labels are ordered by score (highest first), ties by label column, by
-:func:`xmc_core.ranking.top_k` (as :meth:`xmc_core.model.xmc_model.XmcModel.top_labels`).
+:func:`xmc_core.evaluation.ranking.top_k` (as :meth:`xmc_core.model.xmc_model.XmcModel.top_labels`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from xmc_core.atomic import atomic_file
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.importers.textio import decode_line, strip_newline
 from xmc_core.errors import InputError
+from xmc_core.evaluation.ranking import top_k
 from xmc_core.features import stages
 from xmc_core.features.labels import LabelIndex
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.ranking import top_k
+from xmc_core.storage.atomic import atomic_file
 
 PREDICTIONS_SCHEMA = pa.schema(
     [
@@ -40,7 +40,7 @@ PREDICTIONS_SCHEMA = pa.schema(
 
 def ranked_arrays(labels: LabelIndex, scores: sp.csr_matrix) -> tuple[pa.ListArray, pa.ListArray]:
     """``labels`` list<string> and ``scores`` list<float32> arrays (n_docs,), best first (see
-    :func:`xmc_core.ranking.top_k`)."""
+    :func:`xmc_core.evaluation.ranking.top_k`)."""
     ranked = top_k(scores)
     names = labels.names.take(pa.array(ranked.cols)).cast(pa.string())
     off = pa.array(ranked.offsets.astype(np.int32))

@@ -27,7 +27,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError, XmcError
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities.model_registry import ModelVersion
 
-    from xmc_core.serving.registry import Decision
 
 EVAL_TAG = "xmc.eval."
 PROMOTION_TAG = "xmc.promotion."
@@ -161,6 +162,31 @@ def registry_lock(cfg: XmcConfig, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator
             yield path
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+class Decision(BaseModel):
+    """One promotion, rejection or rollback of ``model_name@alias``.
+
+    ``version``: the version concerned (the candidate, or the rollback target); ``previous``: the
+    alias holder before (None: no holder); ``new_value`` / ``champion_value``: ``metric`` of the
+    version and of the previous holder on the same documents (None: not evaluated);
+    ``at``: UTC time, ISO 8601.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model_name: str
+    alias: str
+    version: str
+    previous: str | None
+    metric: str
+    new_value: float | None
+    champion_value: float | None
+    margin: float
+    promoted: bool
+    reason: str
+    kind: Literal["gated", "manual", "rollback"]
+    at: str
 
 
 class RegistryStore:

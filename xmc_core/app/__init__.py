@@ -1,0 +1,1 @@
+"""The application: the ``xmc`` command line, its commands and batch prediction."""

@@ -1,0 +1,1 @@
+"""Evaluation: ranking, metrics, diagnostics, plots and the run report."""

@@ -1,0 +1,1 @@
+"""Retraining intake: corpus drops in a landing folder -> validated, merged training corpora."""

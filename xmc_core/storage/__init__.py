@@ -1,0 +1,1 @@
+"""Storage: atomic writes, checksummed artifact folders, fingerprints, the work-dir layout."""
