@@ -26,9 +26,10 @@ from tasks.corpus import synthesize_corpus
 from xmc_core.app.entry import run_command
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.evaluation.report import features_summary, read_json
-from xmc_core.families.common import EVALUATE, METRICS_FILE
+from xmc_core.families.common import DIAGNOSE, EVALUATE, METRICS_FILE
 from xmc_core.families.train import check_corpus, train_graph
 
 
@@ -63,18 +64,23 @@ def lifecycle_stages(
 ) -> dict[str, str]:
     """Train-split evaluation and diagnostics, MLflow tracking and registration, the gated
     promotion, the run report (Prefect artifacts)."""
-    from tasks.diagnostics import diagnose
     from tasks.registry import promote_candidate
     from tasks.report import publish_report
     from tasks.tracking import log_training_run, stage_timings
 
     train_split, test_split = outputs["model_train"], outputs["model_test"]
-    evaluate = PrefectRunner(work)(
+    run = PrefectRunner(work)
+    evaluate = run(
         EVALUATE, label="evaluate-train", model=outputs["model"], split=train_split, cfg=cfg.eval
     )
-    eval_dirs = {"train": PrefectRunner.path(evaluate), "test": outputs["evaluation"]}
+    eval_dirs = {"train": run.path(evaluate), "test": outputs["evaluation"]}
     checkpoints = json.loads(outputs["matcher_levels"]) if "matcher_levels" in outputs else None
-    diagnostics = diagnose(outputs["model"], train_split, test_split, cfg.eval, work, checkpoints)
+    diagnostics = run.path(
+        run(
+            DIAGNOSE, label="diagnose", model=outputs["model"], train=train_split,
+            test=test_split, checkpoints=checkpoints, eval_cfg=cfg.eval, max_docs=MAX_DOCS,
+        )
+    )  # fmt: skip
     timings = stage_timings(flow_run.get_id())
     tracking: dict[str, Any] = {}
     if cfg.tracking.enabled:

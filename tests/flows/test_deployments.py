@@ -15,8 +15,10 @@ import pytest
 import yaml
 from prefect import Flow
 
+import flows.matcher
 import flows.train
 from flows.runtime import prefect_api
+from flows.stage_runner import PrefectRunner, Ref
 from xmc_core.config import XmcConfig
 from xmc_core.features.split_features import SplitFeatures
 
@@ -68,11 +70,13 @@ def test_matcher_deployment_takes_exactly_what_the_train_flow_sends(
         sent.append((name, parameters))
         return SimpleNamespace(state=None, name="fake-run")
 
-    monkeypatch.setattr(flows.train, "run_deployment", run_deployment)
+    monkeypatch.setattr(flows.matcher, "run_deployment", run_deployment)
     target = f"{flow_of(dep).name}/{dep['name']}"
-    monkeypatch.setenv(flows.train.MATCHER_DEPLOYMENT_ENV, target)
+    monkeypatch.setenv(flows.matcher.MATCHER_DEPLOYMENT_ENV, target)
+    refs = [Ref(object, name) for name in ("tokens", "train", "tree")]
+    cfg = XmcConfig()
     with pytest.raises(RuntimeError, match="fake-run ended None"):
-        flows.train.run_matcher("tokens", "train", "tree", XmcConfig(), str(tmp_path))
+        flows.matcher.run_matcher(PrefectRunner(tmp_path), *refs, cfg.encoder, cfg.matcher)
     [(name, params)] = sent
     assert name == "matcher/xmc-matcher-gpu" and set(params) == set(dep["parameters"])
     inspect.signature(flow_of(dep).fn).bind(**params)

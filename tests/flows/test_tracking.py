@@ -16,13 +16,13 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 
 from flows.runtime import configured, prefect_api
 from flows.stage_runner import PrefectRunner
-from tasks.diagnostics import diagnose
 from tasks.report import METRICS_KEY, REPORT_KEY, publish_report
 from tasks.tracking import flatten_config, log_training_run, metric_key, stage_timings
 from tests.model_helpers import featurize, train_model
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.families.common import EVALUATE
+from xmc_core.evaluation.diagnostics import MAX_DOCS
+from xmc_core.families.common import DIAGNOSE, EVALUATE
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -52,7 +52,12 @@ def tracking_flow(cfg: XmcConfig, outputs: dict[str, str]) -> dict[str, Any]:
         )
         for s in SPLITS
     }  # fmt: skip
-    diagnostics = diagnose(outputs["model"], outputs["train"], outputs["test"], cfg.eval, work)
+    diagnostics = run.path(
+        run(
+            DIAGNOSE, label="diagnose", model=outputs["model"], train=outputs["train"],
+            test=outputs["test"], checkpoints=None, eval_cfg=cfg.eval, max_docs=MAX_DOCS,
+        )
+    )  # fmt: skip
     subflow()
     timings = stage_timings()
     tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)

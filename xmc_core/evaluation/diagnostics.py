@@ -121,6 +121,19 @@ def training_loss_per_level(
     return [float(s / n) if n else 0.0 for s, n in zip(totals, counts, strict=True)]
 
 
+@dataclass(frozen=True)
+class MatcherLevelRecord:
+    """A matcher checkpoint folder as the diagnostics read it: only its ``meta.json`` (the loss
+    history), so torch is never imported."""
+
+    folder: Path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> MatcherLevelRecord:
+        read_meta(Path(folder), "MatcherLevel", verify=False)
+        return cls(Path(folder))
+
+
 def matcher_loss_history(
     checkpoint_dirs: Sequence[str | Path],
 ) -> dict[int, list[tuple[int, float]]]:

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from xmc_core.config import EvalConfig, RankerConfig, TreeConfig, XmcConfig
+from xmc_core.evaluation.diagnostics import Diagnostics, MatcherLevelRecord
 from xmc_core.evaluation.report import read_json
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.model import LevelRankers, fit_level
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
-from xmc_core.model.xmc_model import XmcModel
+from xmc_core.model.xmc_model import ModelRanker, XmcModel
 from xmc_core.stages.graph import Runner, Stage
 from xmc_core.storage.artifacts import read_meta, write_meta
 from xmc_core.storage.atomic import write_json
@@ -56,6 +57,18 @@ def train_level(
     return LevelRankers(W, level)
 
 
+def diagnose(
+    model: ModelRanker, train: SplitFeatures, test: SplitFeatures,
+    checkpoints: list[MatcherLevelRecord] | None, eval_cfg: EvalConfig, max_docs: int,
+) -> Diagnostics:  # fmt: skip
+    """Diagnostics of a trained model on its encoded splits (``checkpoints``: the matcher
+    levels of an XR-Transformer, for their loss history)."""
+    return Diagnostics.compute(
+        model.ranker, model.label_counts, {"train": train, "test": test}, eval_cfg,
+        [c.folder for c in checkpoints or []], max_docs,
+    )  # fmt: skip
+
+
 def evaluate(model: XmcModel, split: SplitFeatures, cfg: EvalConfig) -> Metrics:
     """P@k, nDCG@k, R@k, PSP@k of ``model`` on an encoded split."""
     return Metrics(model.evaluate(split, cfg))
@@ -70,6 +83,12 @@ LEVEL = Stage(
     {"train": SplitFeatures, "tree": LabelTree, "above": LevelRankers,
      "shortlists": MatcherShortlists},
     describe=lambda r: f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}",
+)  # fmt: skip
+DIAGNOSE = Stage(
+    "diagnostics", diagnose, Diagnostics,
+    {"model": ModelRanker, "train": SplitFeatures, "test": SplitFeatures,
+     "checkpoints": MatcherLevelRecord},
+    describe=lambda d: f"beam recall {d.report['beam_recall']}, loss {d.report['training_loss']}",
 )  # fmt: skip
 EVALUATE = Stage(
     "evaluation", evaluate, Metrics, {"model": XmcModel, "split": SplitFeatures},

@@ -222,6 +222,18 @@ class XmcModel:
         )
 
 
+class ModelRanker:
+    """An ``XmcModel`` folder's ranker and training label counts, loaded without its encoder
+    (for work on already-encoded splits: diagnostics)."""
+
+    def __init__(self, ranker: Ranker, label_counts: np.ndarray) -> None:
+        self.ranker, self.label_counts = ranker, label_counts
+
+    @classmethod
+    def load(cls, folder: str | Path) -> ModelRanker:
+        return cls(*load_ranker(folder))
+
+
 def load_ranker(folder: str | Path) -> tuple[Ranker, np.ndarray]:
     """The ranker and the training label counts (n_labels,) of an ``XmcModel`` folder,
     without its encoder (for work on already-encoded splits, e.g. diagnostics)."""
