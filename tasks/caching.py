@@ -1,12 +1,15 @@
 """Content-addressed artifacts and the Prefect cache keys that point at them.
 
 Every stage writes into ``<work_dir>/artifacts/<stage>/<key>/`` where ``key`` hashes the stage
-name, the fingerprints of its inputs, its config section and the ``xmc_core`` code fingerprint.
-The same key is the task's Prefect cache key, so an unchanged rerun reports Cached states, a
-changed config section recomputes only the stages that read it, and a change inside
-``xmc_core`` never reuses a stale result. A stage whose folder is already complete (e.g. after
-a crash of a later stage) returns it without recomputing. Prefect reads the cache records only
-through ``tasks.cache_records.CacheRecords``, which verifies them first (no pickle, no code).
+name, the fingerprints of its inputs, its config section and the fingerprint of the code it
+runs: each task module passes ``code=closure_fingerprint(__name__)``, its own source and the
+``xmc_core`` modules it imports, transitively. The same key is the task's Prefect cache key, so
+an unchanged rerun reports Cached states, a changed config section recomputes only the stages
+that read it, a change in code a stage runs never reuses a stale result, and a change elsewhere
+(say a docstring in ``xmc_core/serving/http.py``) leaves its results cached. A stage whose
+folder is already complete (e.g. after a crash of a later stage) returns it without
+recomputing. Prefect reads the cache records only through ``tasks.cache_records.CacheRecords``,
+which verifies them first (no pickle, no code).
 """
 
 from __future__ import annotations
@@ -26,9 +29,14 @@ from xmc_core.fingerprint import code_fingerprint, combine, path_fingerprint
 RESULT_FILE = "prefect-result.json"
 
 
-def stage_key(stage: str, *parts: object) -> str:
-    """Cache key of a stage from its inputs' fingerprints and config values."""
-    return combine(stage, code_fingerprint(), *parts)[:32]
+def stage_key(stage: str, *parts: object, code: str | None = None) -> str:
+    """Cache key of a stage (32 hex chars) from its inputs' fingerprints and config values.
+
+    ``code`` is the fingerprint of the code the stage runs, normally
+    ``closure_fingerprint(<the stage's module>)``; without it, every ``xmc_core`` source file
+    counts (:func:`~xmc_core.fingerprint.code_fingerprint`).
+    """
+    return combine(stage, code_fingerprint() if code is None else code, *parts)[:32]
 
 
 def artifact_dir(work_dir: str | Path, stage: str, key: str) -> Path:

@@ -16,6 +16,7 @@ from xmc_core.artifacts import load_arrays, read_meta
 from xmc_core.atomic import write_json
 from xmc_core.config import EvalConfig
 from xmc_core.features.split_features import SplitFeatures
+from xmc_core.fingerprint import closure_fingerprint
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.metrics import recall_by_frequency
 
@@ -35,7 +36,7 @@ def _diagnose_key(
     checkpoints = [fp(Path(c)) for c in matcher_checkpoints or []]
     return stage_key(
         "diagnostics", fp(model_dir), fp(train_dir), fp(test_dir), eval_cfg.fingerprint(),
-        checkpoints, max_docs,
+        checkpoints, max_docs, code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from xmc_core.features.counts import TermCounts
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.fingerprint import closure_fingerprint
 
 TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 
@@ -23,7 +24,12 @@ TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 def _count_key(
     corpus_dir: str, ref: PartitionRef, tokenizer: TokenizerConfig, work_dir: str
 ) -> str:
-    return stage_key("count", ref_id(corpus_dir, ref), tokenizer.fingerprint())
+    return stage_key(
+        "count",
+        ref_id(corpus_dir, ref),
+        tokenizer.fingerprint(),
+        code=closure_fingerprint(__name__),
+    )
 
 
 def ref_id(corpus_dir: str, ref: PartitionRef) -> list[object]:
@@ -67,7 +73,11 @@ def _vocab_key(
     count_dirs: list[str], tfidf: TfidfConfig, tokenizer: TokenizerConfig, work_dir: str
 ) -> str:
     return stage_key(
-        "vocabulary", [fp(d) for d in count_dirs], tfidf.fingerprint(), tokenizer.fingerprint()
+        "vocabulary",
+        [fp(d) for d in count_dirs],
+        tfidf.fingerprint(),
+        tokenizer.fingerprint(),
+        code=closure_fingerprint(__name__),
     )
 
 
@@ -105,6 +115,7 @@ def _part_key(
         fp(count_dir),
         fp(vocab_dir),
         fp(index_dir),
+        code=closure_fingerprint(__name__),
     )
 
 
@@ -150,7 +161,7 @@ def featurize_partition(
 
 
 def _assemble_key(part_dirs: list[str], split: str, work_dir: str) -> str:
-    return stage_key("split", split, [fp(d) for d in part_dirs])
+    return stage_key("split", split, [fp(d) for d in part_dirs], code=closure_fingerprint(__name__))
 
 
 @task(

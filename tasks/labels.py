@@ -11,12 +11,13 @@ from xmc_core.features import stages
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.fingerprint import closure_fingerprint
 
 TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 
 
 def _label_index_key(corpus_dir: str, work_dir: str) -> str:
-    return stage_key("label-index", fp(corpus_dir))
+    return stage_key("label-index", fp(corpus_dir), code=closure_fingerprint(__name__))
 
 
 @task(
@@ -53,6 +54,7 @@ def _label_features_key(
         fp(index_dir),
         text_fp,
         cfg.fingerprint(),
+        code=closure_fingerprint(__name__),
     )
 
 

@@ -19,6 +19,7 @@ from xmc_core.atomic import atomic_file
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.errors import XmcError
+from xmc_core.fingerprint import closure_fingerprint
 from xmc_core.predictions import (
     LineChunk,
     line_chunks,
@@ -76,7 +77,14 @@ def _partition_key(
     model_dir: str, corpus_dir: str, ref: PartitionRef, topk: int | None,
     beam_size: int | None, work_dir: str,
 ) -> str:  # fmt: skip
-    return stage_key("prediction-part", fp(model_dir), ref_id(corpus_dir, ref), topk, beam_size)
+    return stage_key(
+        "prediction-part",
+        fp(model_dir),
+        ref_id(corpus_dir, ref),
+        topk,
+        beam_size,
+        code=closure_fingerprint(__name__),
+    )
 
 
 @task(
@@ -115,7 +123,9 @@ def _chunk_key(
     work_dir: str,
 ) -> str:  # fmt: skip
     where = [chunk.first_line, chunk.n_lines, chunk.sha256]
-    return stage_key("prediction-part", fp(model_dir), where, topk, beam_size)
+    return stage_key(
+        "prediction-part", fp(model_dir), where, topk, beam_size, code=closure_fingerprint(__name__)
+    )
 
 
 @task(
@@ -143,7 +153,7 @@ def predict_chunk(
 
 
 def _assemble_key(part_dirs: list[str], work_dir: str) -> str:
-    return stage_key("predictions", [fp(d) for d in part_dirs])
+    return stage_key("predictions", [fp(d) for d in part_dirs], code=closure_fingerprint(__name__))
 
 
 @task(

@@ -16,6 +16,7 @@ from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.fingerprint import closure_fingerprint
 from xmc_core.linear.model import XRLinearModel, fit_level, load_level, save_level
 from xmc_core.linear.tree import LabelTree
 from xmc_core.metrics import format_metrics
@@ -26,7 +27,9 @@ TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 
 
 def _tree_key(label_features_dir: str, cfg: TreeConfig, work_dir: str) -> str:
-    return stage_key("tree", fp(label_features_dir), cfg.fingerprint())
+    return stage_key(
+        "tree", fp(label_features_dir), cfg.fingerprint(), code=closure_fingerprint(__name__)
+    )
 
 
 @task(
@@ -54,7 +57,7 @@ def _level_key(
     extra = [] if shortlists_dir is None else [fp(shortlists_dir)]
     return stage_key(
         "level", fp(train_dir), fp(tree_dir), [fp(d) for d in above], level,
-        ranker.fingerprint(), post_processor, *extra,
+        ranker.fingerprint(), post_processor, *extra, code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 
@@ -108,6 +111,7 @@ def _model_key(
     return stage_key(
         "model", fp(vocab_dir), fp(index_dir), fp(tree_dir), [fp(d) for d in level_dirs],
         fp(train_dir), ranker.fingerprint(), predict.fingerprint(),
+        code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 
@@ -142,7 +146,13 @@ def assemble_model(
 
 
 def _eval_key(model_dir: str, split_dir: str, cfg: EvalConfig, work_dir: str) -> str:
-    return stage_key("evaluation", fp(model_dir), fp(split_dir), cfg.fingerprint())
+    return stage_key(
+        "evaluation",
+        fp(model_dir),
+        fp(split_dir),
+        cfg.fingerprint(),
+        code=closure_fingerprint(__name__),
+    )
 
 
 @task(

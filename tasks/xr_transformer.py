@@ -30,7 +30,7 @@ from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.fingerprint import combine
+from xmc_core.fingerprint import closure_fingerprint, combine
 from xmc_core.linear.model import XRLinearModel, load_level
 from xmc_core.linear.tree import LabelTree
 from xmc_core.pipeline import label_counts
@@ -72,7 +72,9 @@ def _files_digest(folder: str, files: tuple[tuple[str, int, int], ...]) -> str:
 
 
 def _tokens_key(corpus_dir: str, ref: PartitionRef, encoder: EncoderConfig, work_dir: str) -> str:
-    return stage_key("tokens", ref_id(corpus_dir, ref), encoder_fp(encoder))
+    return stage_key(
+        "tokens", ref_id(corpus_dir, ref), encoder_fp(encoder), code=closure_fingerprint(__name__)
+    )
 
 
 @task(
@@ -102,7 +104,9 @@ def tokenize_partition(
 
 
 def _tokens_split_key(part_dirs: list[str], split: str, work_dir: str) -> str:
-    return stage_key("tokens-split", split, [fp(d) for d in part_dirs])
+    return stage_key(
+        "tokens-split", split, [fp(d) for d in part_dirs], code=closure_fingerprint(__name__)
+    )
 
 
 @task(
@@ -130,7 +134,7 @@ def _matcher_key(
     previous = None if previous_dir is None else fp(previous_dir)
     return stage_key(
         "matcher-level", fp(tokens_dir), fp(train_dir), fp(tree_dir), level, previous,
-        encoder_fp(encoder), matcher.fingerprint(),
+        encoder_fp(encoder), matcher.fingerprint(), code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 
@@ -173,7 +177,7 @@ def _embed_key(
 ) -> str:  # fmt: skip
     return stage_key(
         "embedded", fp(split_dir), fp(tokens_dir), fp(checkpoint_dir), split,
-        matcher.fingerprint(),
+        matcher.fingerprint(), code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 
@@ -222,7 +226,9 @@ def load_embeddings(embedded_dir: str | Path) -> np.ndarray:
 
 
 def _ranker_z_key(train_dir: str, embedded_dir: str, work_dir: str) -> str:
-    return stage_key("ranker-label-features", fp(train_dir), fp(embedded_dir))
+    return stage_key(
+        "ranker-label-features", fp(train_dir), fp(embedded_dir), code=closure_fingerprint(__name__)
+    )
 
 
 @task(
@@ -251,7 +257,7 @@ def _shortlist_key(
 ) -> str:  # fmt: skip
     return stage_key(
         "shortlists", fp(checkpoint_dir), fp(embedded_dir), fp(matcher_tree_dir),
-        fp(ranker_tree_dir), beam_size,
+        fp(ranker_tree_dir), beam_size, code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 
@@ -301,7 +307,7 @@ def _model_key(
     return stage_key(
         "transformer-model", fp(vocab_dir), fp(index_dir), fp(tree_dir),
         [fp(d) for d in level_dirs], fp(train_dir), fp(checkpoint_dir), ranker.fingerprint(),
-        predict.fingerprint(), matcher.fingerprint(),
+        predict.fingerprint(), matcher.fingerprint(), code=closure_fingerprint(__name__),
     )  # fmt: skip
 
 

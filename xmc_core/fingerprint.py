@@ -9,6 +9,7 @@ from pathlib import Path
 
 import xmc_core
 from xmc_core.artifacts import sha256_file
+from xmc_core.code_closure import clear_caches, module_closure, module_source
 
 
 @functools.cache
@@ -24,6 +25,41 @@ def code_fingerprint() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+@functools.cache
+def closure_fingerprint(*module_names: str) -> str:
+    """sha256 over the library version and every source file in the union of the modules'
+    closures (see :func:`xmc_core.code_closure.module_closure`), by relative path.
+
+    So a stage's key changes with the code its module runs, and only with that: a docstring
+    edit in ``xmc_core/serving/http.py`` leaves the featurization keys alone. Cached per
+    process, like :func:`code_fingerprint`.
+    """
+    files: dict[str, Path] = {}
+    for name in module_names:
+        for module in module_closure(name):
+            path = module_source(module)
+            if path is not None:
+                files[_relative_path(module, path)] = path
+    h = hashlib.sha256(xmc_core.__version__.encode())
+    for rel in sorted(files):
+        h.update(rel.encode())
+        h.update(files[rel].read_bytes())
+    return h.hexdigest()
+
+
+def forget_code() -> None:
+    """Clear the code fingerprints and closures cached by this process (after editing sources)."""
+    code_fingerprint.cache_clear()
+    closure_fingerprint.cache_clear()
+    clear_caches()
+
+
+def _relative_path(module_name: str, path: Path) -> str:
+    """``xmc_core.features.tokenizer`` -> ``xmc_core/features/tokenizer.py`` (posix)."""
+    depth = module_name.count(".") + (path.name == "__init__.py")
+    return "/".join(path.parts[-depth - 1 :])
 
 
 def path_fingerprint(path: str | Path) -> str:
