@@ -9,7 +9,7 @@ from pathlib import Path
 
 import xmc_core
 from xmc_core.artifacts import sha256_file
-from xmc_core.code_closure import clear_caches, module_closure, module_source
+from xmc_core.code_closure import DEFAULT_ROOTS, clear_caches, module_closure, module_source
 
 
 @functools.cache
@@ -28,24 +28,29 @@ def code_fingerprint() -> str:
 
 
 @functools.cache
-def closure_fingerprint(*module_names: str) -> str:
+def closure_fingerprint(*module_names: str, roots: tuple[str, ...] = DEFAULT_ROOTS) -> str:
     """sha256 over the library version and every source file in the union of the modules'
-    closures (see :func:`xmc_core.code_closure.module_closure`), by relative path.
+    closures under ``roots`` (see :func:`xmc_core.code_closure.module_closure`), each file as
+    its path relative to its ``sys.path`` entry (``xmc_core/config.py``), its length and its
+    bytes, sorted by path.
 
     So a stage's key changes with the code its module runs, and only with that: a docstring
     edit in ``xmc_core/serving/http.py`` leaves the featurization keys alone. Cached per
     process, like :func:`code_fingerprint`.
     """
+    if not module_names:
+        raise ValueError("closure_fingerprint needs at least one module name")
     files: dict[str, Path] = {}
     for name in module_names:
-        for module in module_closure(name):
+        for module in module_closure(name, roots):
             path = module_source(module)
             if path is not None:
                 files[_relative_path(module, path)] = path
     h = hashlib.sha256(xmc_core.__version__.encode())
     for rel in sorted(files):
-        h.update(rel.encode())
-        h.update(files[rel].read_bytes())
+        data = files[rel].read_bytes()
+        h.update(f"\0{rel}\0{len(data)}\0".encode())
+        h.update(data)
     return h.hexdigest()
 
 
