@@ -149,3 +149,17 @@ def test_featurize_closure_holds_the_tokenizer_not_the_http_server() -> None:
 def test_stage_key_takes_the_code_fingerprint() -> None:
     assert stage_key("count", 1, "x", code="abc") == combine("count", "abc", 1, "x")[:32]
     assert stage_key("count", 1) == combine("count", code_fingerprint(), 1)[:32]
+
+
+def test_task_modules_key_their_stages_on_their_own_closure() -> None:
+    from tasks import featurize, predict
+
+    featurize_code = closure_fingerprint("tasks.featurize")
+    assert (
+        featurize._assemble_key([], "train", "w")
+        == combine("split", featurize_code, "train", [])[:32]
+    )
+    assert (
+        predict._assemble_key([], "w")
+        == combine("predictions", closure_fingerprint("tasks.predict"), [])[:32]
+    )
