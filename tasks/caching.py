@@ -2,10 +2,14 @@
 the synthetic corpus); the stage graph's tasks are made by :mod:`tasks.stage_task`.
 
 Every such task writes into ``<work_dir>/artifacts/<stage>/<key>/`` (see
-:class:`xmc_core.stages.store.ArtifactStore`); ``key`` is also the task's Prefect cache key, and
-Prefect's cache record lands inside the artifact folder it points at, so deleting an artifact
-also forgets its cache entry. Prefect reads the records only through
-``tasks.cache_records.CacheRecords``, which verifies them first (no pickle, no code).
+:class:`xmc_core.stages.store.ArtifactStore`). ``key`` hashes the stage name, its inputs'
+fingerprints, its settings and the code it runs (each task module passes
+``code=closure_fingerprint(__name__)``: its own source and the ``xmc_core`` modules it imports,
+transitively), so a docstring edit in ``xmc_core/serving/http.py`` leaves its results cached.
+The key is also the task's Prefect cache key, and Prefect's cache record lands inside the
+artifact folder it points at, so deleting an artifact also forgets its cache entry. Prefect
+reads the records only through ``tasks.cache_records.CacheRecords``, which verifies them first
+(no pickle, no code).
 """
 
 from __future__ import annotations
@@ -23,9 +27,14 @@ from xmc_core.storage.work_dir import RESULT_FILE, WorkDir
 __all__ = ["RESULT_FILE", "artifact_dir", "cache_key", "fp", "produce", "results_root"]
 
 
-def stage_key(stage: str, *parts: object) -> str:
-    """Cache key of a stage from its inputs' fingerprints and config values."""
-    return combine(stage, code_fingerprint(), *parts)[:32]
+def stage_key(stage: str, *parts: object, code: str | None = None) -> str:
+    """Cache key of a stage (32 hex chars) from its inputs' fingerprints and config values.
+
+    ``code`` is the fingerprint of the code the stage runs, normally
+    ``closure_fingerprint(<the stage's module>)``; without it, every ``xmc_core`` source file
+    counts (:func:`~xmc_core.storage.fingerprint.code_fingerprint`).
+    """
+    return combine(stage, code_fingerprint() if code is None else code, *parts)[:32]
 
 
 def artifact_dir(work_dir: str | Path, stage: str, key: str) -> Path:

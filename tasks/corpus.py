@@ -10,11 +10,12 @@ from tasks.caching import stage_key
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.storage.fingerprint import closure_fingerprint
 from xmc_core.storage.work_dir import WorkDir
 
 
 def _synthetic_dir(scale: float, seed: int, rows_per_group: int, work_dir: str) -> Path:
-    key = stage_key("synthetic", scale, seed, rows_per_group)
+    key = stage_key("synthetic", scale, seed, rows_per_group, code=closure_fingerprint(__name__))
     return WorkDir.of(work_dir).datasets / f"synthetic-x{scale:g}-seed{seed}-{key[:12]}"
 
 

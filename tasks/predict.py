@@ -29,6 +29,7 @@ from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.keys import key_part
 from xmc_core.storage.artifacts import write_meta
 from xmc_core.storage.atomic import atomic_file
+from xmc_core.storage.fingerprint import closure_fingerprint
 
 TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 PREDICTIONS_FILE = "predictions.parquet"
@@ -76,7 +77,10 @@ def _partition_key(
     model_dir: str, corpus_dir: str, ref: PartitionRef, topk: int | None,
     beam_size: int | None, work_dir: str,
 ) -> str:  # fmt: skip
-    return stage_key("prediction-part", fp(model_dir), key_part(ref), topk, beam_size)
+    return stage_key(
+        "prediction-part", fp(model_dir), key_part(ref), topk, beam_size,
+        code=closure_fingerprint(__name__),
+    )  # fmt: skip
 
 
 @task(
@@ -115,7 +119,9 @@ def _chunk_key(
     work_dir: str,
 ) -> str:  # fmt: skip
     where = [chunk.first_line, chunk.n_lines, chunk.sha256]
-    return stage_key("prediction-part", fp(model_dir), where, topk, beam_size)
+    return stage_key(
+        "prediction-part", fp(model_dir), where, topk, beam_size, code=closure_fingerprint(__name__)
+    )
 
 
 @task(
@@ -143,7 +149,7 @@ def predict_chunk(
 
 
 def _assemble_key(part_dirs: list[str], work_dir: str) -> str:
-    return stage_key("predictions", [fp(d) for d in part_dirs])
+    return stage_key("predictions", [fp(d) for d in part_dirs], code=closure_fingerprint(__name__))
 
 
 @task(

@@ -25,12 +25,14 @@ from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Runner, Stage
+from xmc_core.stages.keys import key_part
 from xmc_core.transformer import matcher as matcher_lib
 from xmc_core.transformer import tokens as token_lib
 from xmc_core.transformer.encoder import (
     TextEncoder,
     default_encoder_path,
     embed,
+    encoder_fingerprint,
     load_tokenizer,
     resolve_device,
 )
@@ -46,6 +48,7 @@ from xmc_core.transformer.shortlist import matcher_levels, top_clusters
 from xmc_core.transformer.tokens import TokenizedTexts
 
 NAME = "xr-transformer"
+key_part.register(EncoderConfig, encoder_fingerprint)  # an encoder is keyed by its files
 
 
 def tokenize(corpus: Corpus, ref: PartitionRef, encoder: EncoderConfig) -> TokenizedTexts:

@@ -36,7 +36,7 @@ from xmc_core.registry.store import (
     registry_lock,
 )
 from xmc_core.serving.resolve import local_model_dir
-from xmc_core.storage.fingerprint import code_fingerprint
+from xmc_core.storage.fingerprint import closure_fingerprint
 
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig
@@ -250,7 +250,7 @@ def _eval_key(cfg: XmcConfig, dataset: Path) -> dict[str, str]:
     return {
         "dataset": Corpus(dataset).fingerprint,
         "eval": _eval_cfg(cfg).fingerprint(),
-        "code": code_fingerprint(),
+        "code": closure_fingerprint("xmc_core.registry.gate"),  # the code that evaluates
     }
 
 

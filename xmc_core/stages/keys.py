@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from xmc_core.config import EncoderConfig, Section
+from xmc_core.config import Section
 from xmc_core.corpus.reader import PartitionRef, partition_fingerprint
-from xmc_core.storage.artifacts import sha256_file
-from xmc_core.storage.fingerprint import combine
+from xmc_core.storage.fingerprint import closure_fingerprint
 
 
 def stage_code(fn: Callable[..., Any]) -> str:
-    """Fingerprint of the code a stage runs: the closure of the module defining ``fn``."""
-    from xmc_core.storage import fingerprint
-
-    closure = getattr(fingerprint, "closure_fingerprint", None)
-    if closure is None:  # pragma: no cover - until the per-module closure lands
-        return fingerprint.code_fingerprint()
-    return closure(fn.__module__)
+    """Fingerprint of the code a stage runs: the source of the module defining ``fn`` and of
+    every ``xmc_core`` module it imports, transitively (not all of ``xmc_core``: a docstring
+    edit in ``serving/http.py`` re-runs no stage)."""
+    return closure_fingerprint(fn.__module__)
 
 
 @functools.singledispatch
@@ -50,38 +45,8 @@ def _section(value: Section) -> str:
     return value.fingerprint()
 
 
-@key_part.register(EncoderConfig)
-def _encoder(value: EncoderConfig) -> str:
-    return encoder_fingerprint(value)
-
-
 @key_part.register(PartitionRef)
 def _partition(value: PartitionRef) -> list[str]:
     """A partition's split and its rows' content (not where the row group sits, nor the rest
     of the corpus): unchanged partitions of a grown corpus reuse their cached results."""
     return [value.split, partition_fingerprint(value)]
-
-
-def encoder_fingerprint(cfg: EncoderConfig) -> str:
-    """The encoder's files (weights, tokenizer) and settings, not its path."""
-    folder = Path(cfg.path) if cfg.path is not None else _default_encoder_path()
-    files = tuple(
-        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
-        for p in sorted(folder.iterdir())
-        if p.is_file()
-    )
-    return combine(
-        _files_digest(str(folder.resolve()), files), cfg.model_dump(mode="json", exclude={"path"})
-    )
-
-
-def _default_encoder_path() -> Path:
-    from xmc_core.transformer.encoder import default_encoder_path
-
-    return default_encoder_path()
-
-
-@functools.cache
-def _files_digest(folder: str, files: tuple[tuple[str, int, int], ...]) -> str:
-    """sha256 of every file (memoized on name, size and mtime: big weights hash once)."""
-    return combine([(name, sha256_file(Path(folder) / name)) for name, _, _ in files])

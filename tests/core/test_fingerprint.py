@@ -1,0 +1,167 @@
+"""Module closures and the code fingerprints of stages built on them."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import xmc_core
+from tasks.caching import stage_key
+from xmc_core.storage.code_closure import imported_modules, module_closure
+from xmc_core.storage.fingerprint import closure_fingerprint, code_fingerprint, combine, forget_code
+
+PKG = "xmcfakeclosure"
+ROOTS = (PKG,)
+
+# A tiny package: ``a`` imports ``b`` (which imports ``a`` back: a cycle), a submodule and an
+# attribute by ``from``, relative imports at two levels, a lazy import inside a function,
+# third-party and standard modules, and modules only under TYPE_CHECKING (never run).
+FILES = {
+    "__init__.py": '"""The package."""\n',
+    "a.py": (
+        "from __future__ import annotations\n"
+        "import json\n"
+        "from typing import TYPE_CHECKING\n"
+        "import numpy as np\n"
+        f"from {PKG} import b\n"
+        f"from {PKG}.c import VALUE\n"
+        "from . import d\n"
+        "from .sub import thing\n"
+        "if TYPE_CHECKING:\n"
+        f"    from {PKG} import typing_only\n"
+        "else:\n"
+        f"    from {PKG} import runtime_else\n"
+        "def f():\n"
+        f"    from {PKG}.sub import lazy\n"
+        "    return lazy\n"
+    ),
+    "b.py": (
+        f"import typing\nimport {PKG}.a\nif typing.TYPE_CHECKING:\n    import {PKG}.typing_only\n"
+    ),
+    "c.py": '"""Holds a constant."""\nVALUE = 1\n',
+    "d.py": f"import {PKG}.sub.deep\n",
+    "sub/__init__.py": "thing = 1\n",
+    "sub/lazy.py": "",
+    "sub/deep.py": "from ..c import VALUE\nfrom ... import nothing_beyond_the_top\n",
+    "typing_only.py": "",
+    "runtime_else.py": "",
+    "unused.py": '"""Imported by nobody."""\n',
+}
+CLOSURE_OF_A = {
+    PKG,
+    f"{PKG}.a",
+    f"{PKG}.b",
+    f"{PKG}.c",
+    f"{PKG}.d",
+    f"{PKG}.sub",
+    f"{PKG}.sub.lazy",
+    f"{PKG}.sub.deep",
+    f"{PKG}.runtime_else",
+}
+
+
+@pytest.fixture
+def fake_pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The package written under ``tmp_path``, which is put first on ``sys.path``."""
+    for rel, text in FILES.items():
+        path = tmp_path / PKG / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    forget_code()
+    yield tmp_path / PKG
+    forget_code()
+
+
+def test_closure_follows_every_import_that_runs(fake_pkg: Path) -> None:
+    assert module_closure(f"{PKG}.a", ROOTS) == CLOSURE_OF_A
+
+
+def test_from_import_of_an_attribute_is_its_module_of_a_submodule_both(fake_pkg: Path) -> None:
+    found = imported_modules(f"{PKG}.a")
+    assert {f"{PKG}.c", f"{PKG}.b", f"{PKG}.d", f"{PKG}.sub", f"{PKG}.sub.lazy"} <= found
+    assert f"{PKG}.c.VALUE" not in found and f"{PKG}.sub.thing" not in found
+    assert f"{PKG}.typing_only" not in found  # under TYPE_CHECKING
+    # the relative import beyond the top-level package cannot run: it is dropped
+    assert imported_modules(f"{PKG}.sub.deep") == {f"{PKG}.c"}
+
+
+def test_closure_skips_type_checking_third_party_and_unused(fake_pkg: Path) -> None:
+    closure = module_closure(f"{PKG}.a", ROOTS)
+    assert "numpy" in imported_modules(f"{PKG}.a") and "json" in imported_modules(f"{PKG}.a")
+    assert all(name.split(".")[0] == PKG for name in closure)  # numpy, json: not followed
+    assert f"{PKG}.typing_only" not in closure  # both `TYPE_CHECKING` and `typing.TYPE_CHECKING`
+    assert f"{PKG}.unused" not in closure
+
+
+def test_cycles_end_and_every_member_has_the_same_closure(fake_pkg: Path) -> None:
+    assert module_closure(f"{PKG}.b", ROOTS) == CLOSURE_OF_A
+    assert module_closure(f"{PKG}.sub.deep", ROOTS) == {
+        PKG,
+        f"{PKG}.sub",
+        f"{PKG}.sub.deep",
+        f"{PKG}.c",
+    }
+
+
+def test_unknown_module_is_an_error(fake_pkg: Path) -> None:
+    with pytest.raises(ModuleNotFoundError, match="nope"):
+        module_closure(f"{PKG}.nope", ROOTS)
+
+
+def test_fingerprint_hashes_version_paths_and_bytes(fake_pkg: Path) -> None:
+    h = hashlib.sha256(xmc_core.__version__.encode())
+    for rel in ("__init__.py", "c.py"):  # the closure of c, sorted by path
+        data = (fake_pkg / rel).read_bytes()
+        h.update(f"\0{PKG}/{rel}\0{len(data)}\0".encode() + data)
+    assert closure_fingerprint(f"{PKG}.c", roots=ROOTS) == h.hexdigest()
+
+
+def test_only_edits_inside_the_closure_change_the_fingerprint(fake_pkg: Path) -> None:
+    before = closure_fingerprint(f"{PKG}.a", roots=ROOTS)
+    for outside in ("unused.py", "typing_only.py"):
+        (fake_pkg / outside).write_text('"""Edited docstring."""\n', encoding="utf-8")
+        forget_code()
+        assert closure_fingerprint(f"{PKG}.a", roots=ROOTS) == before
+    (fake_pkg / "c.py").write_text('"""Edited docstring."""\nVALUE = 1\n', encoding="utf-8")
+    assert closure_fingerprint(f"{PKG}.a", roots=ROOTS) == before  # cached for the process
+    forget_code()
+    assert closure_fingerprint(f"{PKG}.a", roots=ROOTS) != before
+
+
+def test_union_of_closures(fake_pkg: Path) -> None:
+    union = closure_fingerprint(f"{PKG}.c", f"{PKG}.unused", roots=ROOTS)
+    assert union != closure_fingerprint(f"{PKG}.c", roots=ROOTS)
+    assert union == closure_fingerprint(f"{PKG}.unused", f"{PKG}.c", roots=ROOTS)
+
+
+def test_featurize_closure_holds_the_tokenizer_not_the_http_server() -> None:
+    closure = module_closure("xmc_core.families.featurize")
+    assert {"xmc_core.features.tokenizer", "xmc_core.config"} <= closure
+    assert "xmc_core.serving.http" not in closure
+    assert "xmc_core.transformer.encoder" not in closure  # no torch for TF-IDF stages
+    assert closure_fingerprint("xmc_core.families.featurize") != code_fingerprint()
+
+
+def test_stage_key_takes_the_code_fingerprint() -> None:
+    assert stage_key("count", 1, "x", code="abc") == combine("count", "abc", 1, "x")[:32]
+    assert stage_key("count", 1) == combine("count", code_fingerprint(), 1)[:32]
+
+
+def test_graph_stages_and_task_modules_key_on_their_own_closure() -> None:
+    from tasks import predict
+    from tasks.stage_task import artifact_key
+    from xmc_core.families.featurize import SPLIT
+    from xmc_core.stages.keys import stage_code
+
+    code = closure_fingerprint("xmc_core.families.featurize")
+    assert stage_code(SPLIT.fn) == code
+    want = combine("split", code, [["parts", []], ["split", "train"]])[:32]
+    assert artifact_key(SPLIT, {"parts": [], "split": "train"}) == want
+    assert (
+        predict._assemble_key([], "w")
+        == combine("predictions", closure_fingerprint("tasks.predict"), [])[:32]
+    )
