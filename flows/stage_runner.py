@@ -17,7 +17,7 @@ from typing import Any
 from prefect.futures import PrefectFuture
 
 from tasks.stage_task import stage_task
-from xmc_core.stages.graph import Stage
+from xmc_core.stages.graph import Stage, map_calls
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,7 @@ class PrefectRunner:
     def map(
         self, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str], **args: Any
     ) -> list[Ref]:
-        names = list(over)
-        rows = zip(*(over[n] for n in names), strict=True)
-        return [
-            self(stage, label=label, **args, **dict(zip(names, row, strict=True)))
-            for label, row in zip(labels, rows, strict=True)
-        ]
+        return map_calls(self, stage, over, labels, args)
 
     def value(self, handle: Ref) -> Any:
         return handle.cls.load(self.path(handle))

@@ -1,9 +1,8 @@
-"""One Prefect test server for the flow tests, and a small synthetic dataset."""
+"""A small synthetic dataset for the flow tests (the Prefect test server: ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -11,16 +10,9 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.events.worker import EventsWorker
-from prefect.testing.utilities import prefect_test_harness
 
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-
-
-@pytest.fixture(scope="session")
-def prefect_server() -> Iterator[None]:
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 @pytest.fixture(scope="session")

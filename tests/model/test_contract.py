@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from tests.cli_helpers import xmc
-from tests.flows.conftest import prefect_server  # noqa: F401 - the fixture
 from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
 from tests.transformer.tiny import build_tiny_encoder

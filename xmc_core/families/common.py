@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xmc_core.config import EvalConfig, RankerConfig, TreeConfig, XmcConfig
+from xmc_core.config import EvalConfig, PredictConfig, RankerConfig, TreeConfig, XmcConfig
 from xmc_core.evaluation.diagnostics import Diagnostics, MatcherLevelRecord
 from xmc_core.evaluation.report import read_json
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.linear.model import LevelRankers, fit_level
+from xmc_core.linear.model import LevelRankers, XRLinearModel, fit_level
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.xmc_model import ModelRanker, XmcModel
@@ -67,6 +67,16 @@ def diagnose(
         model.ranker, model.label_counts, {"train": train, "test": test}, eval_cfg,
         [c.folder for c in checkpoints or []], max_docs,
     )  # fmt: skip
+
+
+def level_ranker(
+    tree: LabelTree, levels: list[LevelRankers], train: SplitFeatures, ranker: RankerConfig,
+    predict: PredictConfig,
+) -> XRLinearModel:  # fmt: skip
+    """The XR ranker assembled from its tree and its levels, trained one task each."""
+    return XRLinearModel(ranker, predict).set_levels(
+        tree, [level.W for level in levels], train.X.shape[1]
+    )
 
 
 def evaluate(model: XmcModel, split: SplitFeatures, cfg: EvalConfig) -> Metrics:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from xmc_core.config import PredictConfig, RankerConfig, XmcConfig
-from xmc_core.families.common import EVALUATE, TREE, ranker_levels
+from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.linear.model import LevelRankers, XRLinearModel
+from xmc_core.linear.model import LevelRankers
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
@@ -24,9 +24,7 @@ def assemble(
     train: SplitFeatures, ranker: RankerConfig, predict: PredictConfig,
 ) -> XmcModel:  # fmt: skip
     """Vectorizer + label index + tree + level rankers -> a deployable model."""
-    model = XRLinearModel(ranker, predict).set_levels(
-        tree, [level.W for level in levels], train.X.shape[1]
-    )
+    model = level_ranker(tree, levels, train, ranker, predict)
     return XmcModel(
         NAME, vectorizer, labels, TfidfEncoder(), model, label_counts(train.Y), train.X.shape[0]
     )

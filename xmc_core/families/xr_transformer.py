@@ -14,12 +14,12 @@ import scipy.sparse as sp
 from xmc_core.config import EncoderConfig, MatcherConfig, PredictConfig, RankerConfig, XmcConfig
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.families.common import EVALUATE, TREE, ranker_levels
+from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.linear.model import LevelRankers, XRLinearModel
+from xmc_core.linear.model import LevelRankers
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
@@ -135,9 +135,7 @@ def assemble(
 ) -> XmcModel:  # fmt: skip
     """Vectorizer + label index + refined tree + level rankers + the last matcher level's
     encoder -> a deployable model."""
-    model = XRLinearModel(ranker, predict).set_levels(
-        tree, [level.W for level in levels], train.X.shape[1]
-    )
+    model = level_ranker(tree, levels, train, ranker, predict)
     encoder, tokenizer = checkpoint.encoder()
     features = EmbeddingFeatures(
         encoder, tokenizer, matcher.embedding_weight, matcher.embed_batch_size, matcher.device,

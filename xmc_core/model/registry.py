@@ -62,11 +62,7 @@ def family_names() -> list[str]:
 
 def family(name: str) -> Family:
     """The family called ``name``; InputError listing the known ones otherwise."""
-    _load_plugins()
-    with _lock:
-        if name not in _families and name in _BUILTIN_FAMILIES:
-            _families[name] = _import(_BUILTIN_FAMILIES[name])
-        found = _families.get(name)
+    found = _lookup(_families, _BUILTIN_FAMILIES, name)
     if found is None:
         raise InputError(
             None,
@@ -87,11 +83,7 @@ def plugin_section(name: str) -> type[Section] | None:
 
 def part_class(name: str, where: Path) -> type:
     """The class of a saved part named ``name`` in ``where``'s meta.json."""
-    _load_plugins()
-    with _lock:
-        if name not in _parts and name in _BUILTIN_PARTS:
-            _parts[name] = _import(_BUILTIN_PARTS[name])
-        found = _parts.get(name)
+    found = _lookup(_parts, _BUILTIN_PARTS, name)
     if found is None:
         raise ArtifactError(
             where,
@@ -99,6 +91,15 @@ def part_class(name: str, where: Path) -> type:
             f"load it where the module defining it is named in ${PLUGINS_ENV}",
         )
     return found
+
+
+def _lookup(table: dict[str, Any], builtins: dict[str, str], name: str) -> Any:
+    """``table[name]``, importing a built-in on first use (None: unknown)."""
+    _load_plugins()
+    with _lock:
+        if name not in table and name in builtins:
+            table[name] = _import(builtins[name])
+        return table.get(name)
 
 
 def _import(path: str) -> Any:

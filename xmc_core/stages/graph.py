@@ -104,6 +104,20 @@ class Runner(Protocol):
         ...
 
 
+def map_calls(
+    run: Runner, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str],
+    args: Mapping[str, Any],
+) -> list[Any]:  # fmt: skip
+    """``run(stage)`` once per row of the zipped lists in ``over``, with ``args`` besides: a
+    runner's ``map``."""
+    names = list(over)
+    rows = zip(*(over[n] for n in names), strict=True)
+    return [
+        run(stage, label=label, **args, **dict(zip(names, row, strict=True)))
+        for label, row in zip(labels, rows, strict=True)
+    ]
+
+
 @dataclass
 class Held:
     """An in-process handle: the object and its cache key."""
@@ -144,12 +158,7 @@ class InProcessRunner:
     def map(
         self, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str], **args: Any
     ) -> list[Held]:
-        names = list(over)
-        rows = zip(*(over[n] for n in names), strict=True)
-        return [
-            self(stage, label=label, **args, **dict(zip(names, row, strict=True)))
-            for label, row in zip(labels, rows, strict=True)
-        ]
+        return map_calls(self, stage, over, labels, args)
 
     def value(self, handle: Held) -> Any:
         return handle.value

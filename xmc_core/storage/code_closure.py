@@ -54,14 +54,16 @@ def module_source(module_name: str) -> Path | None:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return None
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+    if spec is None:
         return None
     if spec.submodule_search_locations is None:  # a plain module has no submodules
-        return Path(spec.origin) if not rest else None
-    base = Path(spec.origin).parent.joinpath(*rest)
-    for path in (base / "__init__.py", base.with_suffix(".py")):
-        if path.is_file():
-            return path
+        plain = spec.origin is not None and spec.origin.endswith(".py") and not rest
+        return Path(spec.origin) if plain else None
+    for folder in spec.submodule_search_locations:  # several for a namespace package
+        base = Path(folder).joinpath(*rest)
+        for path in (base / "__init__.py", base.with_suffix(".py")):
+            if path.is_file():
+                return path
     return None
 
 
