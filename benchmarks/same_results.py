@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -41,6 +42,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+CLI_MODULE = (
+    "xmc_core.app.cli" if importlib.util.find_spec("xmc_core.app") is not None else "xmc_core.cli"
+)
+
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = "reuters21578-modapte,bibtex-bow,delicious-bow,debian-deps"
 TOPK = 20
@@ -50,8 +55,9 @@ STEPS = ("ingest", "train", "predict", "evaluate")
 
 # ---------------------------------------------------------------- running the command line
 def xmc(*args: str | Path) -> list[str]:
-    """The argv of ``python -m xmc_core.cli ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "xmc_core.cli", *map(str, args)]
+    """The argv of ``python -m <the xmc CLI module> ARGS`` with this interpreter: the module is
+    ``xmc_core.app.cli`` since the layout of issue 13, ``xmc_core.cli`` before it."""
+    return [sys.executable, "-m", CLI_MODULE, *map(str, args)]
 
 
 def run_step(cmd: list[str], log: Path) -> dict[str, Any]:
