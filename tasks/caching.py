@@ -24,7 +24,12 @@ from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage.fingerprint import code_fingerprint, combine, path_fingerprint
 from xmc_core.storage.work_dir import RESULT_FILE, WorkDir
 
-__all__ = ["RESULT_FILE", "artifact_dir", "cache_key", "fp", "produce", "results_root"]
+__all__ = [
+    "RESULT_FILE", "TASK_OPTIONS", "artifact_dir", "cache_key", "fp", "produce", "results_root",
+]  # fmt: skip
+
+TASK_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
+"""Every cached task: its result (an artifact folder's path) persisted as JSON, never pickled."""
 
 
 def stage_key(stage: str, *parts: object, code: str | None = None) -> str:

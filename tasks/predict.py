@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
-from tasks.caching import artifact_dir, cache_key, fp, produce, stage_key
+from tasks.caching import TASK_OPTIONS, artifact_dir, cache_key, fp, produce, stage_key
 from xmc_core.app.predictions import (
     LineChunk,
     line_chunks,
@@ -31,7 +31,6 @@ from xmc_core.storage.artifacts import write_meta
 from xmc_core.storage.atomic import atomic_file
 from xmc_core.storage.fingerprint import closure_fingerprint
 
-TASK_OPTIONS = {"persist_result": True, "result_serializer": "json"}
 PREDICTIONS_FILE = "predictions.parquet"
 
 

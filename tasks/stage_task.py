@@ -16,12 +16,12 @@ from typing import Any
 from prefect import Task, get_run_logger, task
 from prefect.context import TaskRunContext
 
+from tasks.caching import TASK_OPTIONS
 from xmc_core.stages.graph import Stage
 from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage.fingerprint import path_fingerprint
 from xmc_core.storage.work_dir import RESULT_FILE
 
-TASK_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
 _TASKS: dict[str, Task[..., str]] = {}
 
 
