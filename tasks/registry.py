@@ -13,7 +13,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from xmc_core.config import XmcConfig
-from xmc_core.registry.promotion import format_decision, not_promoted, promote_gated
+from xmc_core.serving.registry.promotion import format_decision, not_promoted, promote_gated
 
 
 @task(
@@ -25,7 +25,8 @@ from xmc_core.registry.promotion import format_decision, not_promoted, promote_g
 def promote_candidate(cfg: XmcConfig, version: str, dataset: str) -> dict[str, Any]:
     """Evaluate ``version`` and the alias holder on ``registry.eval_split`` of the dataset folder
     ``dataset`` and move the alias if the gate passes (when ``registry.enabled`` and
-    ``registry.promote``) -> the decision as a dict (``xmc_core.registry.promotion.Decision``)."""
+    ``registry.promote``) -> the decision as a dict
+    (``xmc_core.serving.registry.store.Decision``)."""
     log = get_run_logger()
     if not cfg.registry.enabled:
         decision = not_promoted(cfg, version, "registry disabled (registry.enabled=false)")

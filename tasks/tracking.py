@@ -35,7 +35,7 @@ from prefect.runtime import task_run as current_task_run
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.report import read_json
 from xmc_core.model.xmc_model import model_layout
-from xmc_core.registry.store import sqlite_path, tracking_client
+from xmc_core.serving.registry.store import sqlite_path, tracking_client
 from xmc_core.storage.fingerprint import code_fingerprint, path_fingerprint
 
 MAX_PARAM_LENGTH = 500
@@ -186,9 +186,9 @@ def experiment_id(client: Any, name: str, tracking_uri: str) -> str:
 
 def reconcile_before_run(cfg: XmcConfig, client: Any, experiment: str) -> list[str]:
     """Repair what an earlier run killed half-way left (one line per repair): with the registry
-    on, ``xmc_core.registry.reconcile`` (stuck runs, undecided versions, the alias holder's
+    on, ``xmc_core.serving.registry.reconcile`` (stuck runs, undecided versions, the alias holder's
     decision); else only the runs of ``experiment`` stuck RUNNING by a process that is gone."""
-    from xmc_core.registry.reconcile import close_stuck_runs, reconcile
+    from xmc_core.serving.registry.reconcile import close_stuck_runs, reconcile
 
     if cfg.registry.enabled:
         return reconcile(cfg, [experiment])
@@ -275,8 +275,8 @@ def log_training_run(
         return {}
     import mlflow
 
-    from xmc_core.registry.store import PROCESS_TAG, process_identity
     from xmc_core.serving.package import log_model
+    from xmc_core.serving.registry.store import PROCESS_TAG, process_identity
 
     log = get_run_logger()
     uri = cfg.tracking_uri()

@@ -44,8 +44,8 @@ def register(args: dict[str, Any]) -> dict[str, Any]:
 def promote(args: dict[str, Any]) -> dict[str, Any]:
     """``promote_version`` (``xmc promote``); killed right after the alias moved when ``kill``."""
     from xmc_core.config import XmcConfig
-    from xmc_core.registry.promotion import promote_version
-    from xmc_core.registry.store import RegistryStore
+    from xmc_core.serving.registry.promotion import promote_version
+    from xmc_core.serving.registry.store import RegistryStore
 
     if args.get("kill"):
         real = RegistryStore.move_alias

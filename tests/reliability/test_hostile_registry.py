@@ -38,7 +38,7 @@ from tests.serving.registry_fixtures import (
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.registry.promotion import champion_version, promote_gated, promote_version
+from xmc_core.serving.registry.promotion import champion_version, promote_gated, promote_version
 from xmc_core.serving.resolve import local_model_dir
 from xmc_core.storage.work_dir import WorkDir
 

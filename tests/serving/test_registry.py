@@ -32,15 +32,15 @@ from xmc_core.errors import InputError, XmcError
 from xmc_core.evaluation.metrics import evaluate
 from xmc_core.features.labels import LabelIndex
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.registry import gate as evaluation
-from xmc_core.registry import promotion as registry
-from xmc_core.registry.gate import (
+from xmc_core.serving.registry import gate as evaluation
+from xmc_core.serving.registry import promotion as registry
+from xmc_core.serving.registry.gate import (
     evaluate_on_dataset,
     evaluate_on_texts,
     evaluate_scores,
     train_label_counts,
 )
-from xmc_core.registry.promotion import (
+from xmc_core.serving.registry.promotion import (
     champion_version,
     format_decision,
     promote_gated,
@@ -267,8 +267,8 @@ def test_concurrent_promotions_in_processes(
     promote_version(cfg, "1")
     script = (
         "import sys, time; from pathlib import Path; from xmc_core.config import XmcConfig;"
-        "from xmc_core.registry.promotion import promote_gated, format_decision;"
-        "import xmc_core.registry.gate, mlflow;"
+        "from xmc_core.serving.registry.promotion import promote_gated, format_decision;"
+        "import xmc_core.serving.registry.gate, mlflow;"
         "cfg = XmcConfig.load(None, sys.argv[3:]); Path('ready').touch();"
         "[time.sleep(0.01) for _ in range(6000) if not Path('go').exists()];"
         "print(format_decision(promote_gated(cfg, sys.argv[1], Path(sys.argv[2]))))"

@@ -195,7 +195,7 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
             **_given(args, "token_file", "insecure_public"),
         )  # fmt: skip
         return
-    from xmc_core.registry import promotion as registry
+    from xmc_core.serving.registry import promotion as registry
 
     if args.command == "promote":
         print(registry.format_decision(registry.promote_version(cfg, args.version)))

@@ -134,7 +134,7 @@ def resolve_uri(uri: str, tracking_uri: str) -> ResolvedUri:
     find the artifact location behind it (the registry is asked with ``tracking_uri``, never
     with MLflow's process-wide default). ``models:/`` and ``runs:/`` URIs are parsed with
     MLflow's own parsers; a sub-path after the model must stay inside its artifacts."""
-    from xmc_core.registry.store import tracking_client
+    from xmc_core.serving.registry.store import tracking_client
 
     scheme = urllib.parse.urlparse(uri).scheme
     if scheme not in ("models", "runs"):
@@ -234,7 +234,7 @@ def _run_location(client: MlflowClient, run_id: str, path: str, uri: str) -> str
     (``path``: a safe sub-path, see :func:`safe_sub_path`)."""
     from mlflow.exceptions import MlflowException
 
-    from xmc_core.registry.store import filter_value
+    from xmc_core.serving.registry.store import filter_value
 
     try:
         run = client.get_run(run_id)
@@ -282,7 +282,7 @@ def _version_by_alias(client: MlflowClient, name: str, alias: str, uri: str) -> 
 def _version_by_ref(client: MlflowClient, name: str, ref: str, uri: str) -> ModelVersion:
     from mlflow.exceptions import MlflowException
 
-    from xmc_core.registry.store import filter_value
+    from xmc_core.serving.registry.store import filter_value
 
     if ref.lower() == "latest":
         quoted = filter_value(name)

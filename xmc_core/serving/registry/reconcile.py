@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from xmc_core.config import XmcConfig
-from xmc_core.registry.store import (
+from xmc_core.serving.registry.store import (
     PROCESS_TAG,
     PROMOTION_TAG,
     RegistryStore,

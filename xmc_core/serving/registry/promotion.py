@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Literal
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
-from xmc_core.registry.reconcile import reconcile_locked
-from xmc_core.registry.store import (
+from xmc_core.serving.registry.reconcile import reconcile_locked
+from xmc_core.serving.registry.store import (
     HISTORY_TAG,
     PROMOTION_TAG,
     Decision,
@@ -250,13 +250,13 @@ def _eval_key(cfg: XmcConfig, dataset: Path) -> dict[str, str]:
     return {
         "dataset": Corpus(dataset).fingerprint,
         "eval": _eval_cfg(cfg).fingerprint(),
-        "code": closure_fingerprint("xmc_core.registry.gate"),  # the code that evaluates
+        "code": closure_fingerprint("xmc_core.serving.registry.gate"),  # the code that evaluates
     }
 
 
 def _evaluate(cfg: XmcConfig, version: str, dataset: Path) -> dict[str, float]:
     """Download ``version`` (serving cache) and evaluate it from raw text."""
-    from xmc_core.registry import gate as evaluation  # the model code: only when evaluating
+    from xmc_core.serving.registry import gate as evaluation  # the model code: only when evaluating
 
     name = cfg.registry.model_name
     folder = local_model_dir(f"models:/{name}/{version}", cfg)
