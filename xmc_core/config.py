@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from xmc_core.config_io import apply_override, read_yaml
 from xmc_core.errors import InputError
 
 DEFAULT_ROWS_PER_GROUP = 10_000
@@ -353,9 +354,9 @@ class XmcConfig(Section):
         """Read YAML ``path`` (or defaults), apply ``key.sub=value`` overrides, validate."""
         raw: dict[str, Any] = {}
         if path is not None:
-            raw = _read_yaml(Path(path))
+            raw = read_yaml(Path(path))
         for item in overrides or []:
-            _apply_override(raw, item)
+            apply_override(raw, item)
         try:
             return cls.model_validate(raw)
         except ValidationError as err:
@@ -382,37 +383,3 @@ class XmcConfig(Section):
     def to_yaml(self) -> str:
         """The full configuration, every default spelled out, as YAML."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise InputError(path, "config file not found", "check the path") from err
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise InputError(path, f"not valid YAML: {err}", "fix the YAML syntax") from err
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InputError(path, "top level must be a mapping", "write `section: {key: value}`")
-    return data
-
-
-def _apply_override(raw: dict[str, Any], item: str) -> None:
-    """Apply ``a.b.c=value``; the value is parsed as YAML (numbers, booleans, null, lists)."""
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip():
-        raise InputError(None, f"override {item!r} is not KEY=VALUE", "write e.g. tfidf.min_df=2")
-    node = raw
-    parts = key.strip().split(".")
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise InputError(None, f"override {item!r}: {part!r} is not a section", "check the key")
-        node = child
-    try:
-        node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
-    except yaml.YAMLError as err:
-        raise InputError(
-            None, f"override {item!r}: the value is not valid YAML ({err})", "quote the value"
-        ) from err
