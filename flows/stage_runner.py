@@ -35,6 +35,7 @@ class PrefectRunner:
     def __init__(self, work_dir: str | Path, result_storage: Any = None) -> None:
         self.work_dir = str(Path(work_dir).resolve())
         self.result_storage = result_storage
+        self._loaded: dict[tuple[type, str], Any] = {}
 
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Ref:
         options: dict[str, Any] = {"task_run_name": label or stage.name}
@@ -42,8 +43,8 @@ class PrefectRunner:
             options["result_storage"] = self.result_storage
         task = stage_task(stage).with_options(**options)
         if stage.on_dask:
-            return Ref(stage.output, task.submit(_raw(args), self.work_dir))
-        return Ref(stage.output, task(_resolved(args), self.work_dir))
+            return Ref(stage.output, task.submit(_refs(args, lambda r: r.ref), self.work_dir))
+        return Ref(stage.output, task(_refs(args, self.path), self.work_dir))
 
     def map(
         self, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str], **args: Any
@@ -51,7 +52,11 @@ class PrefectRunner:
         return map_calls(self, stage, over, labels, args)
 
     def value(self, handle: Ref) -> Any:
-        return handle.cls.load(self.path(handle))
+        """The object behind ``handle``, loaded once: an artifact folder never changes."""
+        key = (handle.cls, self.path(handle))
+        if key not in self._loaded:
+            self._loaded[key] = handle.cls.load(key[1])
+        return self._loaded[key]
 
     def source(self, cls: type, path: str) -> Ref:
         return Ref(cls, str(Path(path).resolve()))
@@ -77,25 +82,15 @@ class PrefectRunner:
         }
 
 
-def _raw(value: Any) -> Any:
-    """Arguments as Prefect takes them: each handle its future or folder."""
+def _refs(value: Any, fn: Callable[[Ref], Any]) -> Any:
+    """``value`` with every handle in it (nested in dicts and lists) replaced by ``fn(handle)``:
+    its future for a submitted task, its folder for a task run in this process."""
     if isinstance(value, Ref):
-        return value.ref
+        return fn(value)
     if isinstance(value, dict):
-        return {k: _raw(v) for k, v in value.items()}
+        return {k: _refs(v, fn) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_raw(v) for v in value]
-    return value
-
-
-def _resolved(value: Any) -> Any:
-    """Arguments for a task run in this process: futures waited for."""
-    if isinstance(value, Ref):
-        return PrefectRunner.path(value)
-    if isinstance(value, dict):
-        return {k: _resolved(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_resolved(v) for v in value]
+        return [_refs(v, fn) for v in value]
     return value
 
 

@@ -17,7 +17,7 @@ from prefect import Task, get_run_logger, task
 from prefect.context import TaskRunContext
 
 from tasks.caching import TASK_OPTIONS
-from xmc_core.stages.graph import Stage
+from xmc_core.stages.graph import Stage, each
 from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage.fingerprint import path_fingerprint
 from xmc_core.storage.work_dir import RESULT_FILE
@@ -72,9 +72,6 @@ def execute(stage: Stage, args: dict[str, Any], work_dir: str) -> str:
 
 def _load(stage: Stage, name: str, value: Any) -> Any:
     """An argument as the stage takes it: artifact folders loaded by their class."""
-    if name not in stage.artifacts or value is None:
+    if name not in stage.artifacts:
         return value
-    cls = stage.artifacts[name]
-    if isinstance(value, list | tuple):
-        return [cls.load(v) for v in value]
-    return cls.load(value)
+    return each(value, stage.artifacts[name].load)

@@ -36,6 +36,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.evaluation.report import read_json
 from xmc_core.model.xmc_model import model_layout
 from xmc_core.serving.registry.store import sqlite_path, tracking_client
+from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.fingerprint import code_fingerprint, path_fingerprint
 
 MAX_PARAM_LENGTH = 500
@@ -204,7 +205,8 @@ def run_url(tracking_uri: str, experiment: str, run_id: str) -> str | None:
 
 def run_tags(cfg: XmcConfig, outputs: Mapping[str, str]) -> dict[str, str]:
     """Fingerprints of config, data and code, the model kind and the Prefect flow run."""
-    kind = model_layout(Path(outputs["model"]))["family"]
+    folder = Path(outputs["model"])
+    kind = model_layout(folder, read_meta(folder, "XmcModel", verify=False))["family"]
     tags = {
         "xmc.config_fingerprint": cfg.fingerprint(),
         "xmc.data_fingerprint": path_fingerprint(outputs["corpus"]),

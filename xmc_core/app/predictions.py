@@ -74,7 +74,7 @@ def predict_partition(
     counts = stages.count_partition(corpus, ref, model.vectorizer.tokenizer)
     feats = stages.featurize_partition(corpus, ref, counts, model.vectorizer, model.labels)
     X = feats.X
-    if getattr(model.encoder, "uses_text", True):
+    if model.encoder.uses_text:
         X = model.features(X, corpus.read_partition(ref, ["text"]).column("text"))
     return predictions_table(feats.doc_ids, model.labels, model.predict_features(X, topk, beam))
 

@@ -47,6 +47,8 @@ class Encoder(Protocol):
     only uses TF-IDF returns ``X`` itself). ``load(folder, device)`` places any network on
     ``device`` (``auto``: CUDA when present)."""
 
+    uses_text: bool
+
     def transform(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix: ...
 
     def save(self, folder: str | Path) -> None: ...

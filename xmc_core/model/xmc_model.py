@@ -125,7 +125,7 @@ class XmcModel:
     def encode(self, feats: SplitFeatures, corpus: Corpus, split: str) -> SplitFeatures:
         """``feats`` (TF-IDF of ``split``) as this model's input; reads the texts only for an
         encoder that uses them."""
-        if not getattr(self.encoder, "uses_text", True):
+        if not self.encoder.uses_text:
             return feats
         texts = corpus.read_split(split, ["text"]).column("text")
         return feats.with_X(self.features(feats.X, texts))
@@ -243,10 +243,11 @@ def load_ranker(folder: str | Path) -> tuple[Ranker, np.ndarray]:
     return ranker, load_arrays(folder / "label_counts.npz")["counts"]
 
 
-def model_layout(folder: Path) -> dict[str, Any]:
+def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
-    its meta.json (checksums verified), for either model format."""
-    meta = read_meta(folder, "XmcModel")
+    its meta.json (read here with checksums verified, or ``meta`` as the caller read it), for
+    either model format."""
+    meta = read_meta(folder, "XmcModel") if meta is None else meta
     with meta_fields(folder):
         n_train_docs = int(meta["n_train_docs"])
         version = meta.get("model_format", 1)

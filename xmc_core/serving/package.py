@@ -83,7 +83,7 @@ def pip_requirements(family: str) -> list[str]:
 def model_predict_config(model_dir: Path) -> PredictConfig:
     """The predict config saved with the model's ranker (every ranker's ``meta.json`` holds
     it as ``predict``)."""
-    ranker = model_layout(model_dir)["ranker"]
+    ranker = model_layout(model_dir, read_meta(model_dir, MODEL_CLASS, verify=False))["ranker"]
     meta = read_meta(model_dir / "ranker", ranker, verify=False)
     return PredictConfig.model_validate(meta["predict"])
 
@@ -104,7 +104,7 @@ def log_model(
     """
     folder = find_model_folder(Path(model_dir))
     meta = read_meta(folder, MODEL_CLASS)  # checks every checksum before anything is logged
-    family = model_layout(folder)["family"]
+    family = model_layout(folder, meta)["family"]  # meta: read once, checksums verified
     with tempfile.TemporaryDirectory(prefix="xmc-code-") as tmp:
         code = Path(tmp) / "xmc_core"
         shutil.copytree(Path(xmc_core.__file__).parent, code, ignore=_CODE_IGNORE)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from xmc_core.stages.keys import key_part, stage_code
 from xmc_core.stages.store import ArtifactStore
+from xmc_core.storage.fingerprint import combine, path_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +61,13 @@ class Stage:
                 continue
             value = args[name]
             if name in self.artifacts:
-                parts.append([name, _each(value, lambda h, n=name: input_key(n, h))])
+                parts.append([name, each(value, lambda h, n=name: input_key(n, h))])
             else:
                 parts.append([name, key_part(value)])
-        from xmc_core.storage.fingerprint import combine
-
         return combine(self.name, stage_code(self.fn), parts)[:32]
 
 
-def _each(value: Any, fn: Callable[[Any], Any]) -> Any:
+def each(value: Any, fn: Callable[[Any], Any]) -> Any:
     """``fn`` of a handle, of each handle of a list, or None."""
     if value is None:
         return None
@@ -137,7 +136,7 @@ class InProcessRunner:
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Held:
         key = stage.key(args, lambda _name, h: h.key)
         loaded = {
-            name: _each(value, lambda h: h.value) if name in stage.artifacts else value
+            name: each(value, lambda h: h.value) if name in stage.artifacts else value
             for name, value in args.items()
         }
         start = time.perf_counter()
@@ -164,8 +163,6 @@ class InProcessRunner:
         return handle.value
 
     def source(self, cls: type, path: str) -> Held:
-        from xmc_core.storage.fingerprint import path_fingerprint
-
         return Held(cls.load(path), path_fingerprint(path))
 
     def handoff(self, name: str, graph: Callable[..., Any], **args: Any) -> Any:
