@@ -6,14 +6,23 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
+# One place for state and telemetry: every target runs with these, and `eval "$$(make -s env)"`
+# gives a shell the same ones (the README's lifecycle commands start with it), so `make train`,
+# `prefect server start`, `mlflow server` and `xmc serve` share one Prefect home and one MLflow
+# store (data/mlflow/mlflow.db, the config's default tracking URI).
 export DO_NOT_TRACK ?= true
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export MLFLOW_DISABLE_TELEMETRY ?= true
+export MLFLOW_SERVER_ENABLE_JOB_EXECUTION ?= false
 export HF_HUB_OFFLINE ?= 1
 export PREFECT_HOME ?= $(CURDIR)/data/prefect
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
+export XMC_PROJECT_DIR ?= $(CURDIR)
+ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMETRY \
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION HF_HUB_OFFLINE PREFECT_HOME \
+	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS XMC_PROJECT_DIR
 
-.PHONY: install train test lint format bench-featurize clean
+.PHONY: install train test lint format bench-featurize clean env
 .PHONY: peers-venv bench-peers
 
 install: $(STAMP)
@@ -22,6 +31,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+env:
+	@$(foreach v,$(ENV_VARS),echo "export $(v)='$($(v))'";)
 
 train: $(STAMP)
 	$(PY) -m flows.train $(ARGS)

@@ -14,6 +14,7 @@ from prefect import Flow
 from prefect.settings import get_current_settings
 from prefect_dask import DaskTaskRunner
 
+from flows.console import add_verbose_flag, quiet_terminal
 from tasks.cache_records import record_storage
 from xmc_core.config import DaskConfig, XmcConfig
 
@@ -55,16 +56,23 @@ def checked_config(config_path: str | None, overrides: list[str] | None) -> XmcC
 
 def config_flow_main(flow: Flow[Any, Any], doc: str, argv: list[str] | None = None) -> Any:
     """Command line of a flow called as ``flow(config_path, overrides)``: ``--config FILE``,
-    ``--set KEY=VALUE`` (repeatable); runs it against :func:`prefect_api`, prints the time."""
+    ``--set KEY=VALUE`` (repeatable), ``-v``; runs it against :func:`prefect_api` with a quiet
+    terminal (:mod:`flows.console`) and ends with the run's summary (its result's ``summary``),
+    or the time it took."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    quiet_terminal(args.verbose)
     checked_config(args.config, args.overrides)
     start = time.perf_counter()
     with prefect_api():
         result = flow(args.config, args.overrides)
-    print(f"{flow.name} flow finished in {time.perf_counter() - start:.1f} s")
+    if isinstance(result, dict) and result.get("summary"):
+        print(result["summary"])
+    else:
+        print(f"{flow.name} flow finished in {time.perf_counter() - start:.1f} s")
     return result
 
 

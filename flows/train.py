@@ -14,22 +14,24 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
+from flows.console import SUMMARY_MARK
 from flows.runtime import config_flow_main, configured
 from flows.stage_runner import PrefectRunner
 from tasks.corpus import synthesize_corpus
 from xmc_core.app.entry import run_command
+from xmc_core.app.summary import flow_summary
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.evaluation.diagnostics import MAX_DOCS
-from xmc_core.evaluation.metrics import format_metrics
-from xmc_core.evaluation.report import features_summary, read_json
-from xmc_core.families.common import DIAGNOSE, EVALUATE, METRICS_FILE
+from xmc_core.evaluation.report import features_summary
+from xmc_core.families.common import DIAGNOSE, EVALUATE
 from xmc_core.families.train import check_corpus, train_graph
 
 
@@ -54,7 +56,6 @@ def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict
         on_featurized=lambda feats: print(features_summary(run.paths(feats))),
     )  # fmt: skip
     outputs = run.paths(handles)
-    print(format_metrics(read_json(Path(outputs["evaluation"]) / METRICS_FILE)))
     outputs.update(lifecycle_stages(outputs, cfg, work, intake))
     return outputs
 
@@ -101,8 +102,12 @@ def lifecycle_stages(
 @flow(name="train", log_prints=True)
 def train(config_path: str | None = None, overrides: list[str] | None = None) -> dict[str, str]:
     """Load the config, then run the pipeline on the configured Dask runner."""
+    start = time.perf_counter()
     cfg = XmcConfig.load(config_path, overrides)
-    return configured(train_pipeline, cfg)(cfg)
+    outputs = configured(train_pipeline, cfg)(cfg)
+    summary = flow_summary(outputs, cfg.model.kind, time.perf_counter() - start).format()
+    get_run_logger().info("%s", summary, extra={SUMMARY_MARK: True})
+    return {**outputs, "summary": summary}
 
 
 def main(argv: list[str] | None = None) -> dict[str, str]:

@@ -168,7 +168,8 @@ def _record_path(root: Path, key: str) -> Path:
     except ValueError:
         raise RecordRejected(full, f"outside the artifacts folder {root}") from None
     if len(parts) != 3 or parts[2] != RESULT_FILE or {".", ".."} & set(parts):
-        raise RecordRejected(full, f"not <stage>/<key>/{RESULT_FILE}")
+        missing = not os.path.lexists(full)  # nothing there: a plain miss, not worth a warning
+        raise RecordRejected(full, f"not <stage>/<key>/{RESULT_FILE}", missing=missing)
     return full
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
 from tasks.caching import stage_key
 from xmc_core.corpus.importers import IngestOptions, ingest
@@ -19,7 +20,9 @@ def _synthetic_dir(scale: float, seed: int, rows_per_group: int, work_dir: str) 
     return WorkDir.of(work_dir).datasets / f"synthetic-x{scale:g}-seed{seed}-{key[:12]}"
 
 
-@task(name="synthesize-corpus", retries=0)
+# Neither task is cached by Prefect: each checks or writes its own folder, and a cache record
+# outside <stage>/<key>/ would only be rejected by tasks.cache_records on the next run.
+@task(name="synthesize-corpus", retries=0, cache_policy=NO_CACHE, persist_result=False)
 def synthesize_corpus(scale: float, seed: int, rows_per_group: int, work_dir: str) -> str:
     """The embedded synthetic corpus as a dataset folder (generated once, then reused)."""
     log = get_run_logger()
@@ -39,7 +42,8 @@ def synthesize_corpus(scale: float, seed: int, rows_per_group: int, work_dir: st
     return str(dest)
 
 
-@task(name="ingest-corpus", retries=0)  # validation errors are deterministic: never retry
+# validation errors are deterministic: never retry
+@task(name="ingest-corpus", retries=0, cache_policy=NO_CACHE, persist_result=False)
 def ingest_corpus(fmt: str, src: str, dest: str, options: IngestOptions) -> str:
     """Validate and import ``src`` (format ``fmt``) into the dataset folder ``dest``."""
     manifest = ingest(fmt, src, dest, options)

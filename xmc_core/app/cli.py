@@ -13,6 +13,7 @@
         [--header-timeout S] [--body-timeout S] [--max-connections N]   host needs one
     xmc promote VERSION                    give the registry alias to VERSION (no gate)
     xmc rollback                           give the alias back to its previous holder
+    xmc [-v] ...                           -v: more detail in the logs
 
 Orchestrated runs (featurize, train) are Prefect flows: ``python -m flows.train``.
 Option defaults are the config models' own (``serve.*``, ``eval.split``, ...; help prints them);
@@ -47,6 +48,9 @@ def _default(key: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xmc", description="extreme multi-label classification")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="more detail in the logs (stage outputs)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     ing = sub.add_parser("ingest", help="validate and import a corpus into a dataset folder")
@@ -262,7 +266,8 @@ def _writes(args: argparse.Namespace) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``xmc`` console script; returns the exit status (2: an error)."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("xmc_core").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     return run_command(lambda: _run(args), _writes(args))
 
 

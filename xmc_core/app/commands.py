@@ -6,12 +6,14 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import scipy.sparse as sp
 
+from xmc_core.app.summary import RunSummary, data_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
@@ -33,13 +35,19 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     the dataset is read, not after the training time is spent.
     """
     check_dir_target(Path(model_dir), overwrite)
-    outputs = train_in_process(Corpus(dataset), cfg)
+    start = time.perf_counter()
+    corpus = Corpus(dataset)
+    outputs = train_in_process(corpus, cfg)
     model, metrics = outputs["model"], outputs["evaluation"].values
     with atomic_dir(model_dir, overwrite=overwrite) as tmp:
         model.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
         write_json(tmp / "metrics.json", {"test": metrics})
-    print(format_metrics(metrics))
+    summary = RunSummary(
+        family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
+        seconds=time.perf_counter() - start, data=data_line(corpus.manifest),
+    )  # fmt: skip
+    print(summary.format())
     return metrics
 
 

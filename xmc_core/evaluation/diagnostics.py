@@ -295,3 +295,21 @@ def sample_rows(n_docs: int, max_docs: int) -> np.ndarray:
     if n_docs <= max_docs:
         return np.arange(n_docs)
     return np.sort(np.random.default_rng(0).choice(n_docs, max_docs, replace=False))
+
+
+def describe_diagnostics(report: dict[str, Any]) -> str:
+    """``beam recall per level: train 100.0/99.9%, test 99.2/76.8%; loss per level: train
+    0.0300/0.0332``: the per-level figures, rounded."""
+
+    def per_split(values: dict[str, list[float]], fmt: str) -> str:
+        return ", ".join(
+            f"{split} " + "/".join(format(v, fmt) for v in levels)
+            for split, levels in values.items()
+        )
+
+    parts = []
+    if report.get("beam_recall"):
+        parts.append(f"beam recall per level: {per_split(report['beam_recall'], '.1%')}")
+    if report.get("training_loss"):
+        parts.append(f"loss per level: {per_split(report['training_loss'], '.4f')}")
+    return "; ".join(parts) or "no per-level figures"

@@ -202,6 +202,20 @@ def evaluate(
 _KEY = re.compile(r"(.+)@(\d+)")
 
 
+def describe_metrics(metrics: dict[str, float]) -> str:
+    """``12 metrics: P, nDCG, R, PSP at k = 1, 3, 5``: what was computed, not the figures (the
+    run summary shows those once)."""
+    names: dict[str, None] = {}
+    ks: set[int] = set()
+    for key in metrics:
+        match = _KEY.fullmatch(key)
+        if match:
+            names[match[1]] = None
+            ks.add(int(match[2]))
+    at = f" at k = {', '.join(map(str, sorted(ks)))}" if ks else ""
+    return f"{len(metrics)} metrics: {', '.join(names)}{at}"
+
+
 def format_metrics(metrics: dict[str, float]) -> str:
     """A compact table in percent, 2 decimals: one row per metric name, one column per k.
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from xmc_core.config import EvalConfig, PredictConfig, RankerConfig, TreeConfig, XmcConfig
-from xmc_core.evaluation.diagnostics import Diagnostics, MatcherLevelRecord
+from xmc_core.evaluation.diagnostics import Diagnostics, MatcherLevelRecord, describe_diagnostics
+from xmc_core.evaluation.metrics import describe_metrics
 from xmc_core.evaluation.report import read_json
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.split_features import SplitFeatures
@@ -98,11 +99,11 @@ DIAGNOSE = Stage(
     "diagnostics", diagnose, Diagnostics,
     {"model": ModelRanker, "train": SplitFeatures, "test": SplitFeatures,
      "checkpoints": MatcherLevelRecord},
-    describe=lambda d: f"beam recall {d.report['beam_recall']}, loss {d.report['training_loss']}",
+    describe=lambda d: describe_diagnostics(d.report),
 )  # fmt: skip
 EVALUATE = Stage(
     "evaluation", evaluate, Metrics, {"model": XmcModel, "split": SplitFeatures},
-    describe=lambda m: ", ".join(f"{k} {v:.4f}" for k, v in m.values.items() if "@1" in k),
+    describe=lambda m: describe_metrics(m.values),
 )  # fmt: skip
 
 

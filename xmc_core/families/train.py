@@ -53,7 +53,7 @@ def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
     start = time.perf_counter()
     run = InProcessRunner(str(cfg.work_dir))
     handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
-    log.info("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
+    log.debug("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
     return values_of(run, handles)
 
 

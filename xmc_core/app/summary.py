@@ -1,0 +1,123 @@
+"""The block a run ends with, in the terminal and the Prefect logs: what was trained on what, the
+test figures (once), where the model is, and what the registry did with it.
+
+    xmc run summary: xr-linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
+      data      6000 train / 1500 test docs, 957 labels
+      test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
+      model     data/artifacts/model/c8cc6c66...  (xmc predict MODEL docs.txt out.jsonl)
+      mlflow    run c52126dd... http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
+      registry  xmc version 1: promoted to xmc@champion (no champion before)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xmc_core.corpus import Corpus, Manifest
+from xmc_core.evaluation.report import read_json
+from xmc_core.families.common import METRICS_FILE
+
+SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5")
+"""The test figures a summary shows, in this order (those present)."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a finished training run tells the person who started it.
+
+    ``metrics``: test metrics as fractions (``{"P@1": 0.7933, ...}``); ``model``: a folder
+    ``xmc predict`` loads; ``mlflow``, ``registry``: one line each, or "" when not tracked.
+    """
+
+    family: str
+    dataset: str
+    metrics: Mapping[str, float]
+    model: str
+    seconds: float | None = None
+    data: str = ""
+    mlflow: str = ""
+    registry: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def format(self) -> str:
+        """The block, a few lines, floats rounded (percent with two decimals)."""
+        took = f" ({format_seconds(self.seconds)})" if self.seconds is not None else ""
+        lines = [f"xmc run summary: {self.family} on {Path(self.dataset).name}{took}"]
+        model = display_path(self.model)
+        rows = [
+            ("data", self.data),
+            ("test", metric_line(self.metrics)),
+            ("model", f"{model}  (xmc predict {model} docs.txt out.jsonl)"),
+            ("mlflow", self.mlflow),
+            ("registry", self.registry),
+            *self.extra.items(),
+        ]
+        lines += [f"  {name:<9} {value}" for name, value in rows if value]
+        return "\n".join(lines)
+
+
+def flow_summary(
+    outputs: Mapping[str, str], family: str, seconds: float | None = None
+) -> RunSummary:
+    """The summary of a ``train`` flow run from what it returns: ``corpus``, ``evaluation``
+    (folder of the test ``metrics.json``), ``model``, and when tracked ``mlflow_run``,
+    ``mlflow_url``, ``model_version``, ``promotion_reason``, ``registered_model``."""
+    corpus = Corpus(outputs["corpus"])
+    mlflow = ""
+    if outputs.get("mlflow_run"):
+        mlflow = f"run {outputs['mlflow_run']}"
+        if outputs.get("mlflow_url"):
+            mlflow += f"  {outputs['mlflow_url']}"
+    registry = ""
+    if outputs.get("model_version"):
+        name = outputs.get("registered_model", "model")
+        registry = f"{name} version {outputs['model_version']}"
+        if outputs.get("promotion_reason"):
+            registry += f": {outputs['promotion_reason']}"
+    return RunSummary(
+        family=family,
+        dataset=str(corpus.path),
+        metrics=read_json(Path(outputs["evaluation"]) / METRICS_FILE),
+        model=outputs["model"],
+        seconds=seconds,
+        data=data_line(corpus.manifest),
+        mlflow=mlflow,
+        registry=registry,
+    )
+
+
+def metric_line(metrics: Mapping[str, float]) -> str:
+    """``P@1 79.33%  P@5 38.59%  ...`` from fractions; "" without any of SUMMARY_METRICS."""
+    return "  ".join(
+        f"{name} {100 * metrics[name]:.2f}%" for name in SUMMARY_METRICS if name in metrics
+    )
+
+
+def data_line(manifest: Manifest) -> str:
+    """``6000 train / 1500 test docs, 957 labels`` from a dataset's manifest."""
+    train, test = manifest.splits["train"].rows, manifest.splits["test"].rows
+    return f"{train} train / {test} test docs, {manifest.n_labels} labels"
+
+
+def format_seconds(seconds: float) -> str:
+    """``8.2 s``, ``3m05s``, ``1h02m``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the working folder when it lies under it (shorter to copy), else
+    absolute."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path(os.getcwd()).resolve()))
+    except ValueError:
+        return str(resolved)
