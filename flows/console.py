@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 from pathlib import Path
 
 LOGGING_CONFIG = Path(__file__).with_name("logging.yml")
@@ -39,6 +40,7 @@ _DROPPED_PREFIXES = (
     "The Dask dashboard is available",
 )
 _NOISY_LOGGERS = ("distributed", "mlflow", "prefect.task_runner.dask")
+_WROTE = re.compile(r"[\w-]+: wrote /")  # a stage's artifact folder: for the Prefect logs
 
 SUMMARY_MARK = "xmc_summary"
 """A log record with this attribute (``extra={SUMMARY_MARK: True}``) is the run's summary: the
@@ -57,7 +59,8 @@ class QuietFilter(logging.Filter):
             return True
         if record.name.startswith(_NOISY_LOGGERS):
             return False
-        return not str(record.getMessage()).startswith(_DROPPED_PREFIXES)
+        message = str(record.getMessage())
+        return not (message.startswith(_DROPPED_PREFIXES) or _WROTE.match(message))
 
 
 def _closed_comm(record: logging.LogRecord) -> bool:

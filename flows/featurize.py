@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prefect import flow
 
+from flows.console import add_verbose_flag, quiet_terminal
 from flows.runtime import checked_config, configured, prefect_api
 from flows.stage_runner import PrefectRunner
 from xmc_core.app.entry import run_command
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     parser.add_argument("dataset", help="dataset folder (made by `xmc ingest`)")
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    quiet_terminal(args.verbose)
     checked_config(args.config, args.overrides)
     with prefect_api():
         result = featurize(args.dataset, args.config, args.overrides)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from prefect import flow, unmapped
 
+from flows.console import add_verbose_flag, quiet_terminal
 from flows.runtime import checked_config, configured, prefect_api
 from tasks.predict import (
     assemble_predictions,
@@ -101,7 +102,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    quiet_terminal(args.verbose)
     checked_config(args.config, args.overrides)
     _check_inputs(args.model, args.source)
     start = time.perf_counter()

@@ -54,7 +54,10 @@ def test_train_predict_evaluate(tmp_path: Path) -> None:
     model = tmp_path / "model"
     out = xmc("train", str(tmp_path / "ds"), str(model), "--set", "tree.max_leaf_size=20")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0].split() == ["(%)", "@1", "@3", "@5"]
+    summary = out.stdout.splitlines()
+    assert summary[0].startswith("xmc run summary: xr-linear on ds (") and len(summary) == 4
+    assert summary[1] == "  data      600 train / 150 test docs, " + summary[1].split(", ")[1]
+    assert summary[3] == f"  model     {model}  (xmc predict {model} docs.txt out.jsonl)"
     assert {"config.yaml", "metrics.json", "meta.json"} <= {p.name for p in model.iterdir()}
     texts = tmp_path / "in.txt"
     texts.write_text("first document\nsecond document\n")
@@ -64,7 +67,11 @@ def test_train_predict_evaluate(tmp_path: Path) -> None:
     assert [r["doc_id"] for r in rows] == ["line-1", "line-2"]
     assert all(len(r["labels"]) == len(r["scores"]) <= 2 for r in rows)
     ev = xmc("evaluate", str(model), str(tmp_path / "ds"))
-    assert ev.returncode == 0 and ev.stdout == out.stdout  # same test split, same model
+    assert ev.returncode == 0 and ev.stdout.splitlines()[0].split() == ["(%)", "@1", "@3", "@5"]
+    p_row = next(row.split() for row in ev.stdout.splitlines() if row.startswith("P "))
+    # the summary's figures are the evaluation's (same test split, same model), shown once
+    assert summary[2].startswith(f"  test      P@1 {p_row[1]}%  P@5 {p_row[3]}%  nDCG@5 ")
+    assert out.stdout.count("P@1") == 1
     again = xmc("train", str(tmp_path / "ds"), str(model))
     assert again.returncode == 2 and "exists" in again.stderr
     # the destination is checked before any work: the dataset is not even opened

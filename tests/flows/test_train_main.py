@@ -22,6 +22,15 @@ def test_train_main_job_end_to_end(tmp_path: Path) -> None:
     log = out.stdout + out.stderr
     assert "corpus: 300 train / 75 test docs" in log
     assert "vocabulary:" in log and "label features (pifa):" in log
-    assert "train flow finished" in log
-    assert "(%)        @1      @3      @5" in log and "\nPSP " in log  # the evaluation table
+    # one summary at the end, the test figures once, no library noise
+    summary = out.stdout.splitlines()[-6:]
+    assert summary[0].startswith("xmc run summary: xr-linear on synthetic-x0.05-seed0-")
+    assert summary[1] == "  data      300 train / 75 test docs, " + summary[1].split(", ")[1]
+    assert summary[2].startswith("  test      P@1 ") and log.count("P@1") == 1
+    assert summary[3].startswith("  model     ") and "artifacts/model/" in summary[3]
+    assert summary[4].startswith("  mlflow    run ")
+    assert summary[5].startswith("  registry  xmc version 1: promoted")
+    assert "distributed." not in log and "Downloading artifacts" not in log
+    assert "Finished in state" not in log and ": wrote /" not in log
+    assert len(log.splitlines()) < 45, log
     assert len(list((tmp_path / "work" / "artifacts" / "count").iterdir())) == 3  # 2 train + 1 test

@@ -173,7 +173,8 @@ def start_services(base: Path) -> Iterator[Services]:
 
 
 def start_run(services: Services, work: Path, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "flows.train", "--set", f"work_dir={work}", *RUN_ARGS]
+    # -v: the campaign reads every task's "wrote" and "Finished in state Cached" lines
+    cmd = [sys.executable, "-m", "flows.train", "-v", "--set", f"work_dir={work}", *RUN_ARGS]
     return spawn([*cmd, "--set", f"dask.address={services.address}"], services.env, log)
 
 

@@ -218,7 +218,8 @@ def test_read_only_work_dir_promote(tmp_path: Path) -> None:
 def test_read_only_work_dir_flow(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", "64k", read_only=True) as work:
         env = _env(PREFECT_HOME=str(tmp_path / "prefect"))
-        proc = run(["-m", "flows.train", "--set", f"work_dir={work}"], cwd=tmp_path, env=env)
+        args = ["-m", "flows.train", "-v", "--set", f"work_dir={work}"]  # -v: server lines shown
+        proc = run(args, cwd=tmp_path, env=env)
         assert_clear_error(proc, "read-only file system", str(work))
         assert "Starting temporary server" not in proc.stderr
 

@@ -57,7 +57,7 @@ class ArtifactStore:
             logger.info("%s: reusing %s, finished by another run meanwhile", stage, out)
             yield None
             return
-        logger.debug("%s: wrote %s in %.2f s", stage, out, time.perf_counter() - start)
+        logger.info("%s: wrote %s in %.2f s", stage, out, time.perf_counter() - start)
 
 
 class _FinishedMeanwhile(Exception):
