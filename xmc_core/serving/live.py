@@ -136,24 +136,26 @@ class LiveModel:
 
         ``ReloadError`` (409) without a reference, (502) when the look-up, download,
         verification or load fails: then the old model stays, and one line is logged (by
-        ``trigger``; the background check logs a failure again only when its message changes).
+        ``trigger``; the background check logs a failure again only for another model or,
+        when the reference cannot be looked up, another message).
         """
         if self.reference is None or self.cfg is None:
             raise ReloadError(409, "this server was given a loaded model, not a reference")
         with self._reload_lock:
-            old = self._served
+            old, key = self._served, None
             try:
                 key, fetch, registered = _locate(self.reference, self.cfg)
                 if key != old.key:
                     self._served = _load(self.reference, key, fetch(), registered)
             except Exception as err:  # any failure: keep serving the old model
                 message = _one_line(err)
-                if trigger == "POST /reload" or message != self._last_failure:
+                failure = key or message  # the same model failing again is not news
+                if trigger == "POST /reload" or failure != self._last_failure:
                     log.warning(
                         "%s of %s failed, still serving %s: %s",
                         trigger, self.reference, old.info.describe(), message,
                     )  # fmt: skip
-                self._last_failure = message
+                self._last_failure = failure
                 raise ReloadError(
                     502, f"reload of {self.reference} failed: {message}; still serving "
                     f"{old.info.describe()}",

@@ -345,7 +345,8 @@ def _download(uri: str, target: Path, tracking_uri: str, shown: str) -> None:
         except ArtifactError as err:
             raise InputError(
                 shown,
-                f"the downloaded model is damaged in the store itself ({_first_line(err)})",
+                "the downloaded model is damaged in the store itself "
+                f"({_first_line(err).replace(str(tmp) + os.sep, '')})",  # the name in the store
                 "re-register the model from its training run's model folder",
             ) from err
         try:
