@@ -1,16 +1,12 @@
-"""What the HTTP server's bodies look like (the OpenAPI schema at ``GET /openapi.json``) and a
-self-contained page that documents them (``GET /docs``: no script, no external URL; the
-server may have no internet access, and FastAPI's Swagger UI loads its code from a CDN)."""
+"""What the HTTP server's bodies look like: the models of its OpenAPI schema
+(``GET /openapi.json``; rendered as a page by :mod:`xmc_core.serving.docs_page`)."""
 
 from __future__ import annotations
 
-import html
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from xmc_core.serving.guard import OPEN_PATHS
 from xmc_core.serving.live import ModelInfo
 
 PREDICT_EXAMPLE = {"texts": ["oil prices rose sharply"], "topk": 3}
@@ -44,8 +40,8 @@ class PredictRequest(BaseModel):
 class Prediction(BaseModel):
     """The labels of one text, best first, with their scores."""
 
-    labels: list[str]
-    scores: list[float]
+    labels: list[str] = Field(description="label names, best first")
+    scores: list[float] = Field(description="their scores, highest first")
 
 
 class PredictResponse(BaseModel):
@@ -61,9 +57,9 @@ class HealthResponse(BaseModel):
     ``n_labels`` repeat ``model.family`` and ``model.n_labels`` (kept for older clients)."""
 
     status: Literal["ok"]
-    model: ModelInfo
-    kind: str
-    n_labels: int
+    model: ModelInfo = Field(description="the model served now")
+    kind: str = Field(description="the same as model.family")
+    n_labels: int = Field(description="the same as model.n_labels")
     topk: int = Field(description="labels per text when a request gives no topk")
     beam_size: int = Field(description="beam width when a request gives no beam_size")
 
@@ -73,14 +69,14 @@ class ReloadResponse(BaseModel):
     names the served one. ``old`` and ``new`` are the same then."""
 
     status: Literal["reloaded", "unchanged"]
-    old: ModelInfo
-    new: ModelInfo
+    old: ModelInfo = Field(description="the model served before")
+    new: ModelInfo = Field(description="the model served now")
 
 
 class ErrorResponse(BaseModel):
     """Every refusal and failure: one message for a person."""
 
-    detail: str
+    detail: str = Field(description="what went wrong, and what to do about it")
 
 
 def predict_openapi(token: bool) -> dict[str, Any]:
@@ -105,84 +101,3 @@ def add_security_scheme(schema: dict[str, Any]) -> dict[str, Any]:
     components = schema.setdefault("components", {})
     components.setdefault("securitySchemes", {})["bearer"] = {"type": "http", "scheme": "bearer"}
     return schema
-
-
-# ---------------------------------------------------------------- the /docs page
-_STYLE = """
-body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
-line-height:1.45;color:#222}
-h2{border-top:1px solid #ccc;padding-top:1rem}code,pre{font-family:ui-monospace,monospace}
-pre{background:#f4f4f4;padding:.6rem;overflow-x:auto}.m{font-weight:bold;color:#05a}
-"""
-
-
-def docs_page(schema: dict[str, Any], base_url: str, token: bool) -> str:
-    """HTML documenting every path of the OpenAPI ``schema`` (method, summary, body schema,
-    answers) with a curl example against ``base_url``; inline CSS, no script, no link out."""
-    e = html.escape
-    info = schema.get("info", {})
-    auth = (
-        "This server needs <code>Authorization: Bearer &lt;token&gt;</code> on every path but "
-        "<code>/health</code>, <code>/docs</code> and <code>/openapi.json</code> (else 401)."
-        if token
-        else "This server needs no token."
-    )
-    parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>",
-        f"<title>{e(info.get('title', 'xmc'))} API</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{e(info.get('title', 'xmc'))} API</h1><p>{e(info.get('description', ''))}</p>",
-        f"<p>{auth} The machine-readable schema: <code>GET /openapi.json</code>.</p>",
-    ]
-    for path, operations in schema.get("paths", {}).items():
-        for method, op in operations.items():
-            parts.append(_operation_html(schema, path, method, op, base_url, token))
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
-def _operation_html(
-    schema: dict[str, Any], path: str, method: str, op: dict[str, Any], base: str, token: bool
-) -> str:
-    e = html.escape
-    out = [f"<h2><span class=m>{e(method.upper())}</span> <code>{e(path)}</code></h2>"]
-    out.append(f"<p>{e(op.get('summary', ''))}</p><p>{e(op.get('description', ''))}</p>")
-    body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
-    if body:
-        out.append(f"<h3>Request body</h3><pre>{e(_pretty(_inline(schema, body['schema'])))}</pre>")
-    out.append("<h3>Answers</h3><ul>")
-    for status, answer in op.get("responses", {}).items():
-        shown = answer.get("content", {}).get("application/json", {}).get("schema")
-        text = f"<pre>{e(_pretty(_inline(schema, shown)))}</pre>" if shown else ""
-        out.append(f"<li><b>{e(status)}</b> {e(answer.get('description', ''))}{text}</li>")
-    out.append("</ul>")
-    return "\n".join(out) + f"<h3>Example</h3><pre>{e(_curl(method, path, base, token))}</pre>"
-
-
-def _curl(method: str, path: str, base: str, token: bool) -> str:
-    url = base.rstrip("/") + path
-    auth = (
-        ' -H "Authorization: Bearer $XMC_SERVE_TOKEN"' if token and path not in OPEN_PATHS else ""
-    )
-    if path == "/predict":
-        body = json.dumps(PREDICT_EXAMPLE)
-        return f"curl -s {url}{auth} -H 'Content-Type: application/json' -d '{body}'"
-    return f"curl -s{' -X POST' if method == 'post' else ''} {url}{auth}"
-
-
-def _inline(schema: dict[str, Any], node: Any, depth: int = 0) -> Any:
-    """``node`` with its ``$ref`` to ``#/components/schemas/...`` replaced by the schemas."""
-    if depth > 8:
-        return node
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
-            target = schema.get("components", {}).get("schemas", {}).get(ref.rsplit("/", 1)[1])
-            return _inline(schema, target, depth + 1) if target is not None else node
-        return {k: _inline(schema, v, depth + 1) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_inline(schema, v, depth + 1) for v in node]
-    return node
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)

@@ -42,12 +42,12 @@ from xmc_core.serving.api import (
     PredictResponse,
     ReloadResponse,
     add_security_scheme,
-    docs_page,
     error_responses,
     predict_openapi,
     secured,
 )
 from xmc_core.serving.bodies import RequestError, parse_request, read_body
+from xmc_core.serving.docs_page import docs_page
 from xmc_core.serving.guard import BearerAuth, check_exposure, guarded_protocol, read_token
 from xmc_core.serving.live import LiveModel, ReloadError, Served, watch
 
@@ -178,7 +178,13 @@ def add_model_routes(
         names, values = ranked_lists(served.model.labels, scores)
         return [{"labels": n, "scores": v} for n, v in zip(names, values, strict=True)]
 
-    @app.get("/health", response_model=HealthResponse, summary="the served model; no token")
+    @app.get(
+        "/health",
+        response_model=HealthResponse,
+        summary="the served model",
+        description="Open without the token: for load balancers and people.",
+        response_description="the server is up",
+    )
     async def health() -> dict[str, Any]:
         served = live.current
         topk, beam_size = defaults.of(served)
@@ -197,7 +203,9 @@ def add_model_routes(
         responses=error_responses(400, 401, 413, 422, 500),
         openapi_extra=predict_openapi(token),
         summary="labels of texts, best first",
-        description=PredictRequest.__doc__,
+        response_description="one prediction per text",
+        description="Texts are predicted one request at a time. Needs the token when the "
+        "server has one.",
     )
     async def predict(request: Request) -> JSONResponse:
         try:
@@ -221,6 +229,7 @@ def add_model_routes(
         },
         openapi_extra=secured(token),
         summary="serve the model the reference names now",
+        response_description="the served model before and after",
         description=RELOAD_DOC,
     )
     async def reload() -> dict[str, Any]:

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+from pydantic import Field
 
 from xmc_core.config import XmcConfig
 from xmc_core.errors import XmcError
@@ -42,22 +43,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What ``GET /health`` says about the served model. ``uri``: the MLflow URI it was named
-    by (None for a folder); ``path``: the local folder it was loaded from; ``name``,
-    ``version``, ``alias``, ``run_id``: its registered version (None when not registered);
-    ``fingerprint``: sha256 of its ``meta.json`` (which holds the checksum of every file);
-    ``loaded_at``: when this process loaded it (ISO 8601, UTC)."""
+    """What ``GET /health`` says about the served model (registry fields are null for a
+    model that is not a registered version, e.g. a folder)."""
 
-    uri: str | None
-    path: str
-    name: str | None
-    version: str | None
-    alias: str | None
-    run_id: str | None
-    family: str
-    n_labels: int
-    fingerprint: str
-    loaded_at: str
+    uri: Annotated[str | None, Field(description="the MLflow URI served (null: a folder)")]
+    path: Annotated[str, Field(description="the local folder the model was loaded from")]
+    name: Annotated[str | None, Field(description="registered model name")]
+    version: Annotated[str | None, Field(description='registered version, e.g. "3"')]
+    alias: Annotated[str | None, Field(description="the alias the URI names, e.g. champion")]
+    run_id: Annotated[str | None, Field(description="the MLflow run that logged the version")]
+    family: Annotated[str, Field(description="model family, e.g. xr-linear")]
+    n_labels: Annotated[int, Field(description="labels the model knows")]
+    fingerprint: Annotated[
+        str, Field(description="sha256 of the model's meta.json, which holds every file's")
+    ]
+    loaded_at: Annotated[str, Field(description="when this server loaded it (ISO 8601, UTC)")]
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict."""
