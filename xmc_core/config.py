@@ -289,8 +289,9 @@ class RetrainConfig(Section):
 class ServeConfig(Section):
     """``xmc serve``: the address it binds, what one request may ask for (beyond it: 413 or 422)
     and what a connection may take: seconds to send the request head (then 408 and closed) and
-    body (then closed), open connections (then 503). ``--host``, ``--port``,
-    ``--header-timeout``, ``--body-timeout`` and ``--max-connections`` override them."""
+    body (then closed), open connections (then 503); how often a served MLflow URI is looked up
+    again. ``--host``, ``--port``, ``--header-timeout``, ``--body-timeout`` and
+    ``--max-connections`` override them."""
 
     host: str = Field("127.0.0.1", min_length=1, description="a non-loopback host needs a token")
     port: int = Field(5005, ge=1, le=65535)
@@ -301,6 +302,13 @@ class ServeConfig(Section):
     header_timeout_s: float = Field(10.0, gt=0, le=3600)
     body_timeout_s: float = Field(30.0, gt=0, le=3600)
     max_connections: int = Field(100, ge=1, le=10_000)
+    reload_interval_s: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="seconds between checks whether a served models:/ URI names another version "
+        "now (an alias moved), which is then loaded and swapped in; 0: never (POST /reload only)",
+    )
 
 
 class XmcConfig(Section):

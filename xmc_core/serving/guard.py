@@ -4,7 +4,8 @@ an HTTP/1.1 protocol with read deadlines and a connection limit.
 - **Token**: ``--token-file FILE`` or else ``$XMC_SERVE_TOKEN``; at least 16 characters; a
   token file must not be readable by every user. Requests must carry
   ``Authorization: Bearer <token>`` (compared in constant time), except ``GET /health``, which
-  stays open for load balancers and says nothing secret.
+  stays open for load balancers and says nothing secret, and the API's documentation
+  (``GET /docs``, ``GET /openapi.json``).
 - **Bind**: a host other than loopback (127.0.0.0/8, ::1, localhost) needs a token, unless
   ``--insecure-public`` says the exposure is wanted (behind a trusted proxy, say).
 - **Deadlines**: the request head must be complete within ``header_timeout_s`` of the moment
@@ -34,7 +35,8 @@ from xmc_core.errors import InputError, XmcError
 
 TOKEN_ENV = "XMC_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
+"""Paths open without the token: nothing secret there (the model's identity, the API)."""
 _MAKE_TOKEN = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 log = logging.getLogger(__name__)
 

@@ -1,44 +1,67 @@
-"""JSON predictions over HTTP: a small FastAPI app around one loaded ``XmcModel``.
+"""JSON predictions over HTTP: a small FastAPI app around one served ``XmcModel``.
 
-    GET  /health   {"status": "ok", "kind": ..., "n_labels": ..., "topk": ..., "beam_size": ...}
-    POST /predict  {"texts": ["...", ...], "topk": 5, "beam_size": 10}
-                -> {"predictions": [{"labels": [...], "scores": [...]}, ...]}  (best first)
+    GET  /health        {"status": "ok", "model": {"uri", "name", "version", "alias", "run_id",
+                        "family", "n_labels", "fingerprint", "loaded_at", ...}, "topk", ...}
+    POST /predict       {"texts": ["...", ...], "topk": 5, "beam_size": 10}
+                     -> {"predictions": [{"labels": [...], "scores": [...]}, ...]}  (best first)
+    POST /reload        serve the model the reference names now -> {"status", "old", "new"}
+    GET  /docs          a self-contained page documenting the API
+    GET  /openapi.json  its OpenAPI schema
 
-MLflow-style bodies are accepted too: ``{"dataframe_records": [{"text": ...}, ...]}``,
-``{"dataframe_split": {"columns": ["text"], "data": [[...], ...]}}`` or ``{"inputs": [...]}``,
-with ``topk`` / ``beam_size`` in ``"params"``. Bad requests get a JSON ``{"detail": message}``:
-400 for a body that is not JSON (or nested too deeply, or with an integer over 4300 digits),
-413 for too many texts or too large a body, 422 for a wrong schema, wrong types, an empty text
-or one that is not valid Unicode (a lone surrogate; naming its index). An unforeseen failure
-answers 500 ``{"detail": ...}`` and logs one line, never a traceback. Predictions run in a
-worker thread, one at a time (the compiled beam search already uses every core).
+Bodies of ``/predict`` (MLflow's forms too) and their refusals: :mod:`xmc_core.serving.bodies`;
+bad requests get a JSON ``{"detail": message}``. An unforeseen failure answers 500
+``{"detail": ...}`` and logs one line, never a traceback. Predictions run in a worker thread,
+one at a time (the compiled beam search already uses every core). Reloading (explicit, or every
+``serve.reload_interval_s`` for an MLflow URI): :mod:`xmc_core.serving.live`.
 
 Exposure (token, bind policy, read deadlines, connection limit): :mod:`xmc_core.serving.guard`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.requests import ClientDisconnect
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from xmc_core.app.predictions import ranked_lists
 from xmc_core.config import ServeConfig, XmcConfig
 from xmc_core.errors import XmcError
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.serving.api import (
+    ErrorResponse,
+    HealthResponse,
+    PredictRequest,
+    PredictResponse,
+    ReloadResponse,
+    add_security_scheme,
+    error_responses,
+    predict_openapi,
+    secured,
+)
+from xmc_core.serving.bodies import RequestError, parse_request, read_body
+from xmc_core.serving.docs_page import docs_page
 from xmc_core.serving.guard import BearerAuth, check_exposure, guarded_protocol, read_token
+from xmc_core.serving.live import LiveModel, ReloadError, Served, watch
 
-MAX_DEPTH = 16
-"""Nesting of a request body (the deepest valid form, ``dataframe_split``, needs 4)."""
+DESCRIPTION = (
+    "Extreme multi-label text classification: POST texts to /predict, get their labels. "
+    "GET /health names the model served; POST /reload serves the model its reference names now."
+)
+RELOAD_DOC = (
+    "Look the model reference up again (a models:/NAME@ALIAS URI: the version the alias names "
+    "now; a folder: its files) and, when it names another model, load that one beside the "
+    "served one and swap it in: requests in flight finish on the old model. Needs the token "
+    "when the server has one."
+)
+RELOAD_FAILED = "the look-up, download, checksums or load failed: the old model keeps serving"
 log = logging.getLogger(__name__)
 
 
@@ -85,67 +108,105 @@ class Limits:
             )
 
 
-class RequestError(Exception):
-    """A request the server refuses: HTTP ``status`` and a message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class PredictRequest(BaseModel):
-    """The body of ``POST /predict`` (strict types: ``"5"`` is not an int)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    texts: list[str]
-    topk: int | None = Field(None, ge=1)
-    beam_size: int | None = Field(None, ge=1)
-
-
 def create_app(
-    model: XmcModel,
+    model: XmcModel | LiveModel,
     topk: int | None = None,
     beam_size: int | None = None,
     limits: Limits | None = None,
     token: str | None = None,
+    reload_interval_s: float = 0,
 ) -> FastAPI | BearerAuth:
-    """The app; ``topk`` / ``beam_size``: defaults of requests (None: the model's own);
-    ``limits`` None: those of the default ``ServeConfig``; ``token``: required as
-    ``Authorization: Bearer`` on every path but ``/health``."""
+    """The app serving ``model`` (a :class:`LiveModel` can be reloaded; an ``XmcModel`` is
+    served as given, ``POST /reload`` answers 409); ``topk`` / ``beam_size``: defaults of
+    requests (None: the served model's own); ``limits`` None: those of the default
+    ``ServeConfig``; ``token``: required as ``Authorization: Bearer`` on every path but
+    ``OPEN_PATHS``; ``reload_interval_s`` > 0: a background check reloads a model named by an
+    MLflow URI that often (:func:`~xmc_core.serving.live.watch`)."""
     limits = Limits.from_config(ServeConfig()) if limits is None else limits
     limits.check_defaults(topk, beam_size)
-    defaults = model.ranker.predict_cfg
-    default_topk = defaults.topk if topk is None else topk
-    default_beam = defaults.beam_size if beam_size is None else beam_size
-    lock = threading.Lock()
-    app = FastAPI(title="xmc", description="extreme multi-label text classification")
+    live = model if isinstance(model, LiveModel) else LiveModel.fixed(model)
 
-    def run_prediction(req: PredictRequest) -> list[dict[str, list]]:
-        with lock:
-            scores = model.predict(
-                req.texts, req.topk or default_topk, req.beam_size or default_beam
-            )
-        names, values = ranked_lists(model.labels, scores)
-        return [{"labels": n, "scores": v} for n, v in zip(names, values, strict=True)]
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tasks:
+            if reload_interval_s > 0 and live.watchable:
+                tasks.start_soon(watch, live, reload_interval_s)
+            yield
+            tasks.cancel_scope.cancel()
+
+    app = FastAPI(
+        title="xmc", description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
 
     @app.exception_handler(RequestError)
     async def refused(_request: Request, err: RequestError) -> JSONResponse:
         message = err.message.encode("utf-8", "backslashreplace").decode("utf-8")
         return JSONResponse({"detail": message}, status_code=err.status)
 
-    @app.get("/health")
+    add_model_routes(app, live, Defaults(topk, beam_size), limits, token is not None)
+    add_docs_routes(app, token is not None)
+    return app if token is None else BearerAuth(app, token)
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """``topk`` / ``beam_size`` of requests that give none (None: the served model's own)."""
+
+    topk: int | None
+    beam_size: int | None
+
+    def of(self, served: Served) -> tuple[int, int]:
+        """(topk, beam size) with which ``served`` answers a request that gives neither."""
+        own = served.model.ranker.predict_cfg
+        return (
+            own.topk if self.topk is None else self.topk,
+            own.beam_size if self.beam_size is None else self.beam_size,
+        )
+
+
+def add_model_routes(
+    app: FastAPI, live: LiveModel, defaults: Defaults, limits: Limits, token: bool
+) -> None:
+    """``GET /health``, ``POST /predict`` and ``POST /reload`` of ``live``."""
+    lock = threading.Lock()
+
+    def run_prediction(req: PredictRequest) -> list[dict[str, list]]:
+        served = live.current  # one model for the whole request, even if a reload swaps it
+        topk, beam_size = defaults.of(served)
+        with lock:
+            scores = served.model.predict(req.texts, req.topk or topk, req.beam_size or beam_size)
+        names, values = ranked_lists(served.model.labels, scores)
+        return [{"labels": n, "scores": v} for n, v in zip(names, values, strict=True)]
+
+    @app.get(
+        "/health",
+        response_model=HealthResponse,
+        summary="the served model",
+        description="Open without the token: for load balancers and people.",
+        response_description="the server is up",
+    )
     async def health() -> dict[str, Any]:
+        served = live.current
+        topk, beam_size = defaults.of(served)
         return {
             "status": "ok",
-            "kind": model.family,
-            "n_labels": len(model.labels),
-            "topk": default_topk,
-            "beam_size": default_beam,
+            "model": served.info.as_dict(),
+            "kind": served.info.family,
+            "n_labels": served.info.n_labels,
+            "topk": topk,
+            "beam_size": beam_size,
         }
 
-    @app.post("/predict")
+    @app.post(
+        "/predict",
+        response_model=PredictResponse,
+        responses=error_responses(400, 401, 413, 422, 500),
+        openapi_extra=predict_openapi(token),
+        summary="labels of texts, best first",
+        response_description="one prediction per text",
+        description="Texts are predicted one request at a time. Needs the token when the "
+        "server has one.",
+    )
     async def predict(request: Request) -> JSONResponse:
         try:
             req = parse_request(await read_body(request, limits.max_body_bytes), limits)
@@ -158,139 +219,44 @@ def create_app(
             log.error("POST /predict failed: %s", what)
             raise RequestError(500, "prediction failed on the server: see the server log") from None
 
-    return app if token is None else BearerAuth(app, token)
+    @app.post(
+        "/reload",
+        response_model=ReloadResponse,
+        responses={
+            401: error_responses(401)[401],
+            409: {"model": ErrorResponse, "description": "no reference to reload from"},
+            502: {"model": ErrorResponse, "description": RELOAD_FAILED},
+        },
+        openapi_extra=secured(token),
+        summary="serve the model the reference names now",
+        response_description="the served model before and after",
+        description=RELOAD_DOC,
+    )
+    async def reload() -> dict[str, Any]:
+        try:
+            outcome = await anyio.to_thread.run_sync(live.reload)
+        except ReloadError as err:
+            raise RequestError(err.status, str(err)) from None
+        return {
+            "status": "reloaded" if outcome.reloaded else "unchanged",
+            "old": outcome.old.as_dict(),
+            "new": outcome.new.as_dict(),
+        }
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The request body, refused with 413 once it exceeds ``max_bytes``."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:  # h11 refuses over 20 digits
-        raise RequestError(413, f"body of {declared} bytes exceeds the limit of {max_bytes}")
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise RequestError(413, f"body exceeds the limit of {max_bytes} bytes")
-            chunks.append(chunk)
-    except ClientDisconnect:  # gone, or cut for sending too slowly: nobody reads the answer
-        raise RequestError(408, "the connection closed before the body was complete") from None
-    return b"".join(chunks)
+def add_docs_routes(app: FastAPI, token: bool) -> None:
+    """``GET /openapi.json`` (FastAPI's, plus the bearer scheme) and ``GET /docs`` (a page
+    generated from it, self-contained); both open without the token."""
+    plain_openapi = app.openapi
 
+    def openapi() -> dict[str, Any]:
+        return add_security_scheme(plain_openapi()) if token else plain_openapi()
 
-def parse_request(body: bytes, limits: Limits) -> PredictRequest:
-    """Validate a JSON body (see the module docstring) into a :class:`PredictRequest`."""
-    raw = load_json(body)
-    if not isinstance(raw, dict):
-        raise RequestError(422, 'body must be a JSON object such as {"texts": ["..."]}')
-    check_strings(raw)
-    raw = normalize_body(raw)
-    texts = raw.get("texts")
-    if isinstance(texts, list) and len(texts) > limits.max_texts:
-        raise RequestError(413, f"{len(texts)} texts exceed the limit of {limits.max_texts}")
-    try:
-        req = PredictRequest.model_validate(raw)
-    except ValidationError as err:
-        raise RequestError(422, validation_message(err)) from err
-    if not req.texts:
-        raise RequestError(422, "texts is empty: send at least one text")
-    for i, text in enumerate(req.texts):
-        if not text.strip():
-            raise RequestError(422, f"texts[{i}] is empty or whitespace-only")
-    for name, value, most in (
-        ("topk", req.topk, limits.max_topk),
-        ("beam_size", req.beam_size, limits.max_beam_size),
-    ):
-        if value is not None and value > most:
-            raise RequestError(422, f"{name}={value} exceeds the limit of {most}")
-    return req
+    app.openapi = openapi  # type: ignore[method-assign]
 
-
-def load_json(body: bytes) -> Any:
-    """The parsed body; 400 for invalid JSON, deep nesting or integers over 4300 digits."""
-    try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise RequestError(400, f"body is not valid JSON ({err})") from err
-    except RecursionError:
-        raise RequestError(400, f"body is nested too deeply (limit: {MAX_DEPTH} levels)") from None
-    except ValueError as err:  # e.g. "Exceeds the limit (4300 digits) for integer string ..."
-        raise RequestError(400, f"body has a number that cannot be read: {err}") from None
-
-
-def check_strings(raw: Any) -> None:
-    """Refuse nesting over MAX_DEPTH and strings (keys too) UTF-8 cannot encode (lone
-    surrogates such as ``"\\ud800"``), naming where; iterative, so deep input cannot overflow."""
-    stack: list[tuple[Any, str, int]] = [(raw, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise RequestError(400, f"body is nested too deeply (limit: {MAX_DEPTH} levels)")
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as err:
-                char = f"\\u{ord(value[err.start]):04x}"
-                raise RequestError(
-                    422, f"{where or 'body'} is not valid Unicode: lone surrogate {char} at "
-                    f"character {err.start}; send UTF-8 text",
-                ) from None  # fmt: skip
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                stack.append((key, f"key {where or 'of the body'}", depth + 1))
-                stack.append((item, f"{where}.{key}" if where else str(key), depth + 1))
-        elif isinstance(value, list):
-            items = reversed(list(enumerate(value)))  # popped first to last
-            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in items)
-
-
-def normalize_body(raw: dict[str, Any]) -> dict[str, Any]:
-    """MLflow scoring-server bodies -> ``{"texts", "topk", "beam_size"}``; others unchanged."""
-    forms = [k for k in ("dataframe_records", "dataframe_split", "inputs") if k in raw]
-    if not forms:
-        return raw
-    extra = set(raw) - {forms[0], "params"}
-    if len(forms) > 1 or extra:
-        raise RequestError(422, f"unexpected keys with {forms[0]}: {sorted(extra) + forms[1:]}")
-    params = raw.get("params") or {}
-    if not isinstance(params, dict):
-        raise RequestError(422, "params must be an object")
-    if unknown := sorted(set(params) - {"topk", "beam_size"}):
-        raise RequestError(422, f"unexpected params {unknown}: only topk and beam_size")
-    return {"texts": _mlflow_texts(forms[0], raw[forms[0]]), **params}
-
-
-def _mlflow_texts(form: str, value: Any) -> Any:
-    if form == "dataframe_records":
-        if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
-            raise RequestError(422, 'dataframe_records must be a list of {"text": ...} objects')
-        if any("text" not in r for r in value):
-            raise RequestError(422, 'every record of dataframe_records needs a "text" field')
-        return [r["text"] for r in value]
-    if form == "dataframe_split":
-        columns = value.get("columns") if isinstance(value, dict) else None
-        if not isinstance(columns, list) or "text" not in columns:
-            raise RequestError(
-                422, 'dataframe_split needs "columns", a list holding "text", and "data"'
-            )
-        col = value["columns"].index("text")
-        rows = value.get("data")
-        if not isinstance(rows, list) or not all(
-            isinstance(r, list) and len(r) > col for r in rows
-        ):
-            raise RequestError(422, "dataframe_split data must be a list of rows")
-        return [r[col] for r in rows]
-    return value["text"] if isinstance(value, dict) and "text" in value else value
-
-
-def validation_message(err: ValidationError, most: int = 5) -> str:
-    """Pydantic errors as ``field.path: message`` lines (the first ``most`` of them)."""
-    parts = []
-    for e in err.errors()[:most]:
-        where = ".".join(str(p) for p in e["loc"]) or "body"
-        parts.append(f"{where}: {e['msg']}")
-    more = err.error_count() - most
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        return HTMLResponse(docs_page(app.openapi(), str(request.base_url), token))
 
 
 def build_server(app: Any, host: str, port: int, limits: Limits) -> Any:
@@ -323,20 +289,26 @@ def serve(
     loaded or the port bound (:class:`XmcError`):
     ``topk`` / ``beam_size`` within ``limits``, the port, the token (``token_file`` or
     ``$XMC_SERVE_TOKEN``) and the bind policy of :func:`~xmc_core.serving.guard.check_exposure`.
+    An MLflow URI is looked up again every ``cfg.serve.reload_interval_s`` (0: never) and on
+    ``POST /reload`` (:mod:`xmc_core.serving.live`).
     """
-    from xmc_core.serving.resolve import local_model_dir
-
     limits.check_defaults(topk, beam_size)
     if not 1 <= port <= 65535:
         raise XmcError(f"port {port} is out of range\n  fix: pass 1 to 65535")
     token = read_token(token_file)
     check_exposure(host, token, insecure_public)
-    folder = local_model_dir(model, cfg)
-    loaded = XmcModel.load(folder)
-    app = create_app(loaded, topk, beam_size, limits, token)
+    live = LiveModel.open(model, cfg)
+    interval = cfg.serve.reload_interval_s
+    app = create_app(live, topk, beam_size, limits, token, interval)
+    info = live.current.info
+    version = f"version {info.version} of {info.name}, " if info.version is not None else ""
+    notes = [
+        f"checks for a new version every {interval:g} s" if interval and live.watchable else "",
+        "token required except on /health and /docs" if token else "",
+    ]
     log.info(
-        "serving %s (%s, %d labels, from %s) at http://%s:%d  (POST /predict, GET /health%s)",
-        model, loaded.family, len(loaded.labels), folder, host, port,
-        "; token required except on /health" if token else "",
+        "serving %s (%s%s, %d labels) at http://%s:%d (API: /docs%s)",
+        model, version, info.family, info.n_labels, host, port,
+        "".join(f"; {note}" for note in notes if note),
     )  # fmt: skip
     build_server(app, host, port, limits).run()

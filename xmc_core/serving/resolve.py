@@ -60,11 +60,24 @@ _FIX_TRACKING = "check the URI, and tracking.uri / $MLFLOW_TRACKING_URI (the sto
 
 
 @dataclass(frozen=True)
+class RegisteredVersion:
+    """The registered model version a ``models:/`` URI resolved to (``alias``: the alias it
+    was named by, None for ``models:/NAME/VERSION``)."""
+
+    name: str
+    version: str
+    alias: str | None
+    run_id: str | None
+
+
+@dataclass(frozen=True)
 class ResolvedUri:
-    """Where to download a model from, and what identifies its content (the cache key)."""
+    """Where to download a model from, what identifies its content (the cache key) and, for a
+    registered model, the version it is."""
 
     download_uri: str
     identity: tuple[str, ...]
+    registered: RegisteredVersion | None = None
 
     def cache_key(self) -> str:
         """sha256 (hex, 32 characters) of the identity."""
@@ -86,18 +99,21 @@ def local_model_dir(model: str | Path, cfg: XmcConfig) -> Path:
     deleted) and the model is downloaded again."""
     if not is_uri(model):
         return find_model_folder(Path(model))
-    tracking_uri = cfg.tracking_uri()
-    resolved = resolve_uri(str(model), tracking_uri)
+    return local_copy(resolve_uri(str(model), cfg.tracking_uri()), cfg, str(model))
+
+
+def local_copy(resolved: ResolvedUri, cfg: XmcConfig, shown: str) -> Path:
+    """The verified serving-cache copy of ``resolved`` (see :func:`local_model_dir`)."""
     target = WorkDir.of(cfg.work_dir).serving_cache / resolved.cache_key()
     if target.is_dir():
         try:
-            folder = find_model_folder(target, shown=str(model))
+            folder = find_model_folder(target, shown=shown)
             verify_model_tree(folder)
             return folder
         except XmcError as err:
-            _quarantine(target, str(model), _first_line(err))
-    _download(resolved.download_uri, target, tracking_uri, str(model))
-    return find_model_folder(target, shown=str(model))
+            _quarantine(target, shown, _first_line(err))
+    _download(resolved.download_uri, target, cfg.tracking_uri(), shown)
+    return find_model_folder(target, shown=shown)
 
 
 def verify_model_tree(folder: Path) -> None:
@@ -176,7 +192,8 @@ def _resolve_registered(client: MlflowClient, uri: str, tracking_uri: str) -> Re
         str(version.run_id), str(version.creation_timestamp), sub,
     )  # fmt: skip
     location = client.get_model_version_download_uri(name, str(version.version))
-    return ResolvedUri(_join(location, sub), identity)
+    registered = RegisteredVersion(name, str(version.version), parsed.alias, version.run_id or None)
+    return ResolvedUri(_join(location, sub), identity, registered)
 
 
 def safe_sub_path(path: str, uri: str) -> str:
@@ -328,7 +345,8 @@ def _download(uri: str, target: Path, tracking_uri: str, shown: str) -> None:
         except ArtifactError as err:
             raise InputError(
                 shown,
-                f"the downloaded model is damaged in the store itself ({_first_line(err)})",
+                "the downloaded model is damaged in the store itself "
+                f"({_first_line(err).replace(str(tmp) + os.sep, '')})",  # the name in the store
                 "re-register the model from its training run's model folder",
             ) from err
         try:
