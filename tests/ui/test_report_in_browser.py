@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tasks.report import REPORT_KEY
-from tests.integration.servers import REPO, base_env, prefect_server
+from tests.integration.servers import BIN, REPO, background, base_env, free_port, wait_http
 from tests.ui.cdp import INSTALL_HINT, Chromium, find_chromium
 
 TITLE = "xmc xr-linear training run"
@@ -63,7 +63,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     """A Prefect server with its UI, and one ``python -m flows.train`` run recorded there."""
     root = tmp_path_factory.mktemp("report-ui")
     env = base_env(root / "prefect")
-    with prefect_server(env, root) as api:
+    with prefect_ui(env, root / "prefect-server.log") as api:
         env["PREFECT_API_URL"] = api
         work = root / "work"
         cmd = [sys.executable, "-m", "flows.train", "--set", f"work_dir={work}"]
@@ -73,6 +73,20 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         runs = post(api, "flow_runs/filter", {"flows": {"name": {"any_": ["train"]}}})
         assert len(runs) == 1, runs
         yield {"api": api, "ui": api.removesuffix("/api"), "work": work, "run": runs[0]}
+
+
+@contextmanager
+def prefect_ui(env: dict[str, str], log: Path) -> Iterator[str]:
+    """``prefect server start`` with its UI on a free port; yields the API URL.
+
+    The UI asks the API at ``PREFECT_UI_API_URL``, which defaults to port 4200, not ``--port``.
+    """
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    cmd = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with background(cmd, {**env, "PREFECT_UI_API_URL": api}, log) as proc:
+        wait_http(f"{api}/health", proc, log)
+        yield api
 
 
 def post(api: str, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -100,7 +114,10 @@ def browser(tmp_path: Path) -> Iterator[Chromium]:
         try:
             yield page
         except BaseException:
-            print(f"screenshot: {page.screenshot(tmp_path / 'failure.png')}")
+            try:
+                print(f"screenshot: {page.screenshot(tmp_path / 'failure.png')}")
+            except Exception as error:  # a blank page has no size: keep the first error
+                print(f"no screenshot: {error}")
             raise
 
 
@@ -112,7 +129,7 @@ def test_report_is_attached_to_the_top_level_train_run(
     assert report_artifact(trained)["type"] == "markdown"
     with browser(tmp_path) as page:  # the run page's Artifacts tab lists the report
         page.navigate(f"{trained['ui']}/v2/runs/flow-run/{run['id']}?tab=Artifacts")
-        page.wait_for(f"document.body.innerText.includes({json.dumps(REPORT_KEY)})", 30)
+        page.wait_for(f"document.body?.innerText.includes({json.dumps(REPORT_KEY)})", 30)
 
 
 @pytest.mark.parametrize("ui", ["/v2", ""], ids=["ui-v2", "ui-v1"])
@@ -130,7 +147,7 @@ def test_report_renders_with_its_plots(trained: dict[str, Any], tmp_path: Path, 
     with browser(tmp_path) as page:
         page.navigate(f"{trained['ui']}{ui}/artifacts/artifact/{artifact['id']}")
         state = page.wait_for(
-            f"(s => s && s.title && s.images.every(i => i.complete))({REPORT_STATE})", 30
+            f"(s => s?.title && s.images.every(i => i.complete) ? s : null)({REPORT_STATE})", 30
         )
         assert state["title"].startswith(TITLE), state["title"]
         rows = {row[0]: row[1:] for row in state["rows"] if row}
