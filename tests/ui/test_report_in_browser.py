@@ -6,14 +6,13 @@ Headless Chromium (Debian's package, driven over the DevTools protocol: ``tests/
 then opens the ``xmc-run-report`` artifact of the top-level ``train`` flow run in both UIs the
 server ships: V2 (where ``/`` leads) and V1 (where the flow's "View at" log links lead).
 
-Chromium missing is a failure with the install hint (``make browser``), not a skip, unless
-``XMC_SKIP_BROWSER=1`` is set. On failure a screenshot is saved in the test's tmp folder.
+Chromium missing is a failure, not a skip (``tests/ui/conftest.py``). On failure a screenshot
+is saved in the test's tmp folder.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.request
@@ -26,7 +25,7 @@ import pytest
 
 from tasks.report import REPORT_KEY
 from tests.integration.servers import BIN, REPO, background, base_env, free_port, wait_http
-from tests.ui.cdp import INSTALL_HINT, Chromium, find_chromium
+from tests.ui.cdp import Chromium
 
 TITLE = "xmc xr-linear training run"
 SETS = ["data.synthetic_scale=0.05", "data.rows_per_group=150"]
@@ -47,15 +46,6 @@ REPORT_STATE = """(() => {
     text: document.body.innerText,
   };
 })()"""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def chromium_installed() -> None:
-    """Before any server starts: fail with the install hint when Chromium is missing."""
-    if os.environ.get("XMC_SKIP_BROWSER") == "1":
-        pytest.skip("XMC_SKIP_BROWSER=1: browser tests skipped")
-    if find_chromium() is None:
-        pytest.fail(INSTALL_HINT, pytrace=False)
 
 
 @pytest.fixture(scope="module")
