@@ -69,7 +69,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 def prefect_ui(env: dict[str, str], log: Path) -> Iterator[str]:
     """``prefect server start`` with its UI on a free port; yields the API URL.
 
-    The UI asks the API at ``PREFECT_UI_API_URL``, which defaults to port 4200, not ``--port``.
+    The UI asks the API at ``PREFECT_UI_API_URL``; unset, that is ``PREFECT_API_URL`` or else
+    ``PREFECT_SERVER_API_HOST``/``PORT`` (4200), never ``--port``: so it is set here.
     """
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
