@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make train   create .venv, install, run the training flow on the embedded corpus
-#   make test    create .venv, install, run ruff (lint + format check) and the test suite
+#   make test    create .venv, install Chromium (make browser), run ruff and the test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -22,7 +22,7 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION HF_HUB_OFFLINE PREFECT_HOME \
 	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS XMC_PROJECT_DIR
 
-.PHONY: install train test lint format bench-featurize clean env
+.PHONY: install browser train test lint format bench-featurize clean env
 .PHONY: peers-venv bench-peers
 
 install: $(STAMP)
@@ -35,10 +35,21 @@ $(STAMP): pyproject.toml
 env:
 	@$(foreach v,$(ENV_VARS),echo "export $(v)='$($(v))'";)
 
+# Headless Chromium for the browser test (tests/ui/): Debian's package, never a download.
+# Does nothing when chromium is on PATH or XMC_SKIP_BROWSER=1; uses sudo when not root.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+browser:
+	@if [ "$(XMC_SKIP_BROWSER)" = 1 ] || command -v chromium >/dev/null; then :; else \
+	  echo "installing Chromium (Debian package) for the browser test"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium >/dev/null; fi
+
 train: $(STAMP)
 	$(PY) -m flows.train $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest $(ARGS)
