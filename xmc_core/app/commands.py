@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 import scipy.sparse as sp
 
+from xmc_core.app.describe import TRAINING_FILE, training_record
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
@@ -27,18 +28,21 @@ _BATCH = DEFAULT_ROWS_PER_GROUP
 
 
 def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:
-    """Featurize, build the tree, train, evaluate on test; save the model folder atomically.
+    """Featurize, build the tree, train, evaluate on test; save the model folder atomically,
+    with its config, test metrics and the dataset it was trained on (``training.json``).
 
     An existing ``model_dir`` (without ``overwrite``) or a link or file there is refused before
     the dataset is read, not after the training time is spent.
     """
     check_dir_target(Path(model_dir), overwrite)
-    outputs = train_in_process(Corpus(dataset), cfg)
+    corpus = Corpus(dataset)
+    outputs = train_in_process(corpus, cfg)
     model, metrics = outputs["model"], outputs["evaluation"].values
     with atomic_dir(model_dir, overwrite=overwrite) as tmp:
         model.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
         write_json(tmp / "metrics.json", {"test": metrics})
+        write_json(tmp / TRAINING_FILE, training_record(corpus.path, corpus.fingerprint))
     print(format_metrics(metrics))
     return metrics
 
