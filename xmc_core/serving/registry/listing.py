@@ -73,23 +73,26 @@ def list_versions(cfg: XmcConfig) -> RegistryListing:
 
     store = RegistryStore(cfg)
     try:
-        store.client.get_registered_model(name)
+        model = store.client.get_registered_model(name)
     except MlflowException:
         return empty.model_copy(update={"message": f"no registered model named {name!r} in {uri}"})
-    versions = [_entry(store, v) for v in store.model_versions()]
+    aliases: dict[str, list[str]] = {}  # version searches leave ``aliases`` empty: from the model
+    for held, version in sorted(model.aliases.items()):
+        aliases.setdefault(str(version), []).append(held)
+    versions = [_entry(store, v, aliases.get(str(v.version), [])) for v in store.model_versions()]
     return empty.model_copy(
         update={"holder": store.holder(), "history": store.history(), "versions": versions}
     )
 
 
-def _entry(store: RegistryStore, v: ModelVersion) -> VersionEntry:
+def _entry(store: RegistryStore, v: ModelVersion, aliases: list[str]) -> VersionEntry:
     created = datetime.fromtimestamp(int(v.creation_timestamp) / 1000, UTC)
     return VersionEntry(
         version=str(v.version),
         created=created.isoformat(timespec="seconds"),
         run_id=v.run_id,
         family=_family(store, str(v.version)),
-        aliases=sorted(v.aliases or []),
+        aliases=aliases,
         promotion=_tags(v.tags, PROMOTION_TAG),
         rollback=_tags(v.tags, ROLLBACK_TAG),
     )
