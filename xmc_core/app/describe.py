@@ -98,7 +98,7 @@ def _encoder(folder: Path, layout: dict[str, Any], config: dict | None) -> dict[
     if config is not None:  # trained by `xmc train`: the config names the encoder it started from
         name = (config.get("encoder") or {}).get("path") or DEFAULT_ENCODER
     else:
-        name = hf.get("_name_or_path") or "not recorded"
+        name = hf.get("_name_or_path") or None
     return out | {
         "name": name,
         "architecture": f"{hf.get('model_type')}, {hf.get('num_hidden_layers')} layers",
@@ -216,9 +216,13 @@ def _encoder_lines(d: dict[str, Any]) -> list[str]:
         return [
             f"encoder: {tfidf}" + ("" if enc["class"] == "TfidfEncoder" else f" ({enc['class']})")
         ]
+    shape = (
+        f"{enc['architecture']}, dim {enc['dim']}, max_length {enc['max_length']}, "
+        f"{enc['pooling']} pooling"
+    )
+    named = f"{enc['name']} ({shape})" if enc["name"] else shape
     return [
-        f"encoder: {enc['name']} ({enc['architecture']}, dim {enc['dim']}, max_length "
-        f"{enc['max_length']}, {enc['pooling']} pooling), weight {enc['embedding_weight']}",
+        f"encoder: {named}, embedding weight {enc['embedding_weight']}",
         f"  concatenated with {tfidf}",
     ]
 

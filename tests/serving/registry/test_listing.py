@@ -81,7 +81,12 @@ def test_versions_decisions_and_alias(cfg: XmcConfig, gate_dataset: Path) -> Non
         in (row["3"])
     )
     assert row["3"].endswith(worse.reason) and "< margin" in worse.reason
-    assert row["4"].split()[5:] == ["xr-linear", "-", "-", "-"]  # never decided: no decision, no figures
+    assert row["4"].split()[5:] == [
+        "xr-linear",
+        "-",
+        "-",
+        "-",
+    ]  # never decided: no decision, no figures
     assert lines[-2:] == [f"{NAME}@champion: version 2", "alias history (oldest first): 1 -> 2"]
 
     out = xmc(cfg, "registry", "--json")
