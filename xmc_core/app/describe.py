@@ -43,6 +43,8 @@ def describe_model(folder: Path) -> dict[str, Any]:
     layout = model_layout(folder, meta)
     saved = datetime.fromtimestamp((folder / "meta.json").stat().st_mtime, UTC)
     config = _read_optional(folder / "config.yaml", yaml.safe_load)
+    if config is not None and not isinstance(config, dict):
+        raise ArtifactError(folder / "config.yaml", "is not a mapping of sections", "re-create it")
     return {
         "path": str(folder),
         "family": layout["family"],
