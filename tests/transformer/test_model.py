@@ -58,3 +58,26 @@ def test_bag_of_words_corpus_is_refused(tmp_path, tx_config, tx_features):
     )
     with pytest.raises(InputError, match="raw-text corpus"):
         train_model(tx_features, cfg, Corpus(write_bow_dataset(tmp_path / "bow")))
+
+
+def test_described_without_loading(tmp_path, trained, tx_features):
+    """``xmc inspect``'s description of a saved XR-Transformer model: the encoder's width and
+    length, the tree and per-level nonzeros of the final ranker, from meta.json and headers."""
+    from xmc_core.app.describe import describe_model, format_model
+
+    model, _ = trained
+    model.save(tmp_path / "m")
+    d = describe_model(tmp_path / "m")
+    hidden = model.encoder.encoder.hidden_size
+    assert d["family"] == "xr-transformer" and d["n_labels"] == len(model.labels)
+    assert d["encoder"]["dim"] == hidden and d["encoder"]["max_length"] == 32  # SMALL
+    assert d["encoder"]["pooling"] == "mean" and d["encoder"]["class"] == "EmbeddingFeatures"
+    tfidf = tx_features.train.X.shape[1]
+    assert d["vectorizer"]["features"] == tfidf
+    assert d["ranker"]["input_features"] == tfidf + hidden
+    levels = d["ranker"]["levels"]
+    assert [lv["nodes"] for lv in levels] == model.ranker.tree_.level_sizes()
+    assert [lv["nnz"] for lv in levels] == [W.nnz for W in model.ranker.weights_]
+    text = format_model(d)
+    assert f"encoder: bert, 2 layers, dim {hidden}, max_length 32, mean pooling" in text
+    assert f"concatenated with TF-IDF, {tfidf:,} features" in text

@@ -2,7 +2,8 @@
 
     xmc ingest FORMAT SRC DEST [options]   validate and import a corpus into a dataset folder
     xmc synth DEST [--scale S] [--seed N]  write the embedded synthetic corpus as a dataset
-    xmc info DATASET                       print a dataset's manifest summary
+    xmc info DATASET|MODEL [--json]        a dataset's summary and label statistics, or a model's
+    xmc inspect MODEL [--json] [--config-all]   family, tree, labels, config, metrics, sizes
     xmc train DATASET MODEL [--config F] [--set K=V ...]   train XR-Linear, print test metrics
     xmc predict MODEL SOURCE OUTPUT.jsonl  top labels of a dataset split or a text file
                                            (SOURCE and OUTPUT may be ``-``: stdin, stdout)
@@ -13,6 +14,8 @@
         [--header-timeout S] [--body-timeout S] [--max-connections N]   host needs one
     xmc promote VERSION                    give the registry alias to VERSION (no gate)
     xmc rollback                           give the alias back to its previous holder
+    xmc registry [--json]                  registered versions, decisions and the alias holder
+    xmc completion bash|zsh                a shell completion script (eval "$(xmc completion bash)")
     xmc [-v] ...                           -v: more detail in the logs
 
 Orchestrated runs (featurize, train) are Prefect flows: ``python -m flows.train``.
@@ -28,9 +31,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from xmc_core.app import describe_cli
 from xmc_core.app.entry import run_command, whole_count
 from xmc_core.config import XmcConfig
-from xmc_core.corpus import Corpus, Manifest, Policies
+from xmc_core.corpus import Manifest, Policies
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
@@ -71,8 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     syn.add_argument("--rows-per-group", type=int, default=_S)
     syn.add_argument("--overwrite", action="store_true", default=_S)
 
-    info = sub.add_parser("info", help="print a dataset's manifest summary")
-    info.add_argument("dataset", type=Path)
+    describe_cli.add_parsers(sub, _config_args)  # info, inspect, registry, completion
 
     dump = sub.add_parser("dump-config", help="print the full configuration as YAML")
     _config_args(dump)
@@ -244,8 +247,8 @@ def _run(args: argparse.Namespace) -> None:
         print(manifest_summary(_ingest(args)))
     elif args.command == "synth":
         print(manifest_summary(_synth(args)))
-    elif args.command == "info":
-        print(manifest_summary(Corpus(args.dataset).manifest))
+    elif args.command in describe_cli.COMMANDS:
+        describe_cli.run(args, _parser())
     elif args.command == "dump-config":
         print(XmcConfig.load(args.config, args.overrides).to_yaml(), end="")
     elif args.command in ("serve", "promote", "rollback"):

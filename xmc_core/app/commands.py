@@ -13,6 +13,7 @@ from typing import BinaryIO
 
 import scipy.sparse as sp
 
+from xmc_core.app.describe import TRAINING_FILE, training_record
 from xmc_core.app.summary import RunSummary, data_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
@@ -29,7 +30,8 @@ _BATCH = DEFAULT_ROWS_PER_GROUP
 
 
 def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:
-    """Featurize, build the tree, train, evaluate on test; save the model folder atomically.
+    """Featurize, build the tree, train, evaluate on test; save the model folder atomically,
+    with its config, test metrics and the dataset it was trained on (``training.json``).
 
     An existing ``model_dir`` (without ``overwrite``) or a link or file there is refused before
     the dataset is read, not after the training time is spent.
@@ -43,6 +45,7 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
         model.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
         write_json(tmp / "metrics.json", {"test": metrics})
+        write_json(tmp / TRAINING_FILE, training_record(corpus.path, corpus.fingerprint))
     summary = RunSummary(
         family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
         seconds=time.perf_counter() - start, data=data_line(corpus.manifest),
