@@ -30,6 +30,7 @@ from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig
     from xmc_core.corpus import Corpus
+    from xmc_core.features.matrices import GivenFeatures
     from xmc_core.features.split_features import SplitFeatures
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,14 @@ class TfidfEncoder:
 
 class XmcModel:
     """``vectorizer`` + ``labels`` + ``encoder`` + ``ranker`` of family ``family``;
-    ``label_counts``: (n_labels,) training frequency; ``n_train_docs``: training documents."""
+    ``label_counts``: (n_labels,) training frequency; ``n_train_docs``: training documents.
+    ``vectorizer``: TF-IDF, or :class:`~xmc_core.features.matrices.GivenFeatures` for a model
+    trained on feature matrices (it predicts from features only)."""
 
     def __init__(
         self,
         family: str,
-        vectorizer: TfidfVectorizer,
+        vectorizer: TfidfVectorizer | GivenFeatures,
         labels: LabelIndex,
         encoder: Encoder,
         ranker: Ranker,
@@ -186,18 +189,17 @@ class XmcModel:
         self.encoder.save(folder / "encoder")
         self.ranker.save(folder / "ranker")
         save_arrays(folder / "label_counts.npz", counts=self.label_counts)
-        write_meta(
-            folder,
-            "XmcModel",
-            {
-                "model_format": MODEL_FORMAT,
-                "family": self.family,
-                "encoder": type(self.encoder).__name__,
-                "ranker": type(self.ranker).__name__,
-                "n_train_docs": self.n_train_docs,
-                "n_labels": len(self.labels),
-            },
-        )
+        fields = {
+            "model_format": MODEL_FORMAT,
+            "family": self.family,
+            "encoder": type(self.encoder).__name__,
+            "ranker": type(self.ranker).__name__,
+            "n_train_docs": self.n_train_docs,
+            "n_labels": len(self.labels),
+        }
+        if not isinstance(self.vectorizer, TfidfVectorizer):  # absent: TF-IDF (older folders)
+            fields["vectorizer"] = type(self.vectorizer).__name__
+        write_meta(folder, "XmcModel", fields)
 
     @classmethod
     def load(cls, folder: str | Path, device: str = "auto") -> XmcModel:
@@ -205,6 +207,7 @@ class XmcModel:
         a format-1 folder of an older xmc loads too)."""
         folder = Path(folder)
         layout = model_layout(folder)
+        vectorizer_cls = registry.part_class(layout["vectorizer"], folder / "meta.json")
         encoder_cls = registry.part_class(layout["encoder"], folder / "meta.json")
         ranker_cls = registry.part_class(layout["ranker"], folder / "meta.json")
         encoder_dir = layout["encoder_dir"]  # None: a format-1 XR-Linear model (no encoder/)
@@ -213,7 +216,7 @@ class XmcModel:
         )
         return cls(
             layout["family"],
-            TfidfVectorizer.load(folder / "vectorizer"),
+            vectorizer_cls.load(folder / "vectorizer"),
             LabelIndex.load(folder / "labels"),
             encoder,
             ranker_cls.load(folder / "ranker"),
@@ -255,6 +258,7 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
             return {
                 "family": str(meta["family"]), "encoder": str(meta["encoder"]),
                 "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
+                "vectorizer": str(meta.get("vectorizer", "TfidfVectorizer")),
                 "n_train_docs": n_train_docs,
             }  # fmt: skip
     if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
@@ -263,6 +267,7 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
             "family": "xr-transformer" if text else "xr-linear",
             "encoder": "EmbeddingFeatures" if text else "TfidfEncoder",
             "ranker": "XRLinearModel", "encoder_dir": "embedding" if text else None,
+            "vectorizer": "TfidfVectorizer",
             "n_train_docs": n_train_docs, "format": 1,
         }  # fmt: skip
     raise ArtifactError(
