@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
@@ -35,12 +36,20 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     check_dir_target(Path(model_dir), overwrite)
     outputs = train_in_process(Corpus(dataset), cfg)
     model, metrics = outputs["model"], outputs["evaluation"].values
+    save_model_folder(model_dir, model, cfg, {"test": metrics}, overwrite)
+    print(format_metrics(metrics))
+    return metrics
+
+
+def save_model_folder(
+    model_dir: Path, model: XmcModel, cfg: XmcConfig, metrics: dict, overwrite: bool = False
+) -> None:
+    """The model folder, atomically: the model, ``config.yaml`` (the config it was trained
+    with) and ``metrics.json`` (``metrics``: ``{split: {name: value}}``)."""
     with atomic_dir(model_dir, overwrite=overwrite) as tmp:
         model.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        write_json(tmp / "metrics.json", {"test": metrics})
-    print(format_metrics(metrics))
-    return metrics
+        write_json(tmp / "metrics.json", metrics)
 
 
 def evaluate(
@@ -108,11 +117,28 @@ def predict(
     """Write JSON lines ``{"doc_id", "labels", "scores"}`` for every document, atomically.
 
     ``source`` is a dataset folder (``split`` is read) or a UTF-8 text file, one document a line
-    (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout.
-    Returns the number of documents.
+    (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout; a
+    ``.npz`` path gets the score matrix instead (:func:`write_predictions`). Returns the number
+    of documents.
     """
     model = XmcModel.load(model_dir)
     batches = _predictions(source, split, model, beam, topk)
+    return write_predictions(output, model, batches)
+
+
+def write_predictions(
+    output: Path, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]]
+) -> int:
+    """Write batches of (doc ids, scores csr (n, n_labels)) to ``output``: a ``.npz`` file gets
+    the score matrix (``scipy.sparse.save_npz``, as PECOS's ``-o Yp.npz``), ``-`` stdout and any
+    other path JSON lines; atomically. Returns the number of documents."""
+    if Path(output).suffix == ".npz":
+        scores = [s for _, s in batches]
+        empty = sp.csr_matrix((0, len(model.labels)), dtype=np.float32)
+        stacked = sp.vstack(scores, format="csr") if scores else empty
+        with atomic_file(output) as tmp, open(tmp, "wb") as fh:
+            sp.save_npz(fh, stacked, compressed=False)
+        return stacked.shape[0]
     if str(output) == "-":
         try:
             n = _write_records(sys.stdout.buffer, model, batches)

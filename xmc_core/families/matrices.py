@@ -109,9 +109,7 @@ def matrix_graph(run: Runner, files: MatrixFiles, cfg: XmcConfig) -> dict[str, A
     for split, (x, y) in sources.items():
         X = None if x is None else run.source(FeatureMatrix, str(x))
         Y = None if y is None else run.source(LabelMatrix, str(y))
-        splits[split] = run(
-            SPLIT, label=f"read-{split}", X=X, Y=Y, n_features=d, n_labels=n_labels
-        )
+        splits[split] = run(SPLIT, label=f"read-{split}", X=X, Y=Y, n_features=d, n_labels=n_labels)
     return {
         "vectorizer": run(VECTORIZER, n_features=d),
         "label_index": run(LABELS, names=names, n_labels=n_labels),
