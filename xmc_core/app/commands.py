@@ -19,8 +19,8 @@ from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.errors import InputError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.families.train import train_in_process
-from xmc_core.model.xmc_model import XmcModel
-from xmc_core.storage.atomic import atomic_dir, atomic_file, write_json
+from xmc_core.model.xmc_model import XmcModel, save_model_folder
+from xmc_core.storage.atomic import atomic_file
 from xmc_core.storage.folder_swap import check_dir_target
 
 _BATCH = DEFAULT_ROWS_PER_GROUP
@@ -39,17 +39,6 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     save_model_folder(model_dir, model, cfg, {"test": metrics}, overwrite)
     print(format_metrics(metrics))
     return metrics
-
-
-def save_model_folder(
-    model_dir: Path, model: XmcModel, cfg: XmcConfig, metrics: dict, overwrite: bool = False
-) -> None:
-    """The model folder, atomically: the model, ``config.yaml`` (the config it was trained
-    with) and ``metrics.json`` (``metrics``: ``{split: {name: value}}``)."""
-    with atomic_dir(model_dir, overwrite=overwrite) as tmp:
-        model.save(tmp)
-        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        write_json(tmp / "metrics.json", metrics)
 
 
 def evaluate(

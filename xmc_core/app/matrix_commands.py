@@ -7,7 +7,7 @@ from pathlib import Path
 
 import scipy.sparse as sp
 
-from xmc_core.app.commands import save_model_folder, write_predictions
+from xmc_core.app.commands import write_predictions
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
 from xmc_core.evaluation.metrics import format_metrics
@@ -21,7 +21,7 @@ from xmc_core.features.matrices import (
     npz_shape,
 )
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.model.xmc_model import XmcModel
+from xmc_core.model.xmc_model import XmcModel, save_model_folder
 from xmc_core.storage.folder_swap import check_dir_target
 
 

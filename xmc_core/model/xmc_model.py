@@ -26,9 +26,10 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+from xmc_core.storage.atomic import atomic_dir, write_json
 
 if TYPE_CHECKING:
-    from xmc_core.config import EvalConfig
+    from xmc_core.config import EvalConfig, XmcConfig
     from xmc_core.corpus import Corpus
     from xmc_core.features.matrices import GivenFeatures
     from xmc_core.features.split_features import SplitFeatures
@@ -223,6 +224,21 @@ class XmcModel:
             load_arrays(folder / "label_counts.npz")["counts"],
             layout["n_train_docs"],
         )
+
+
+def save_model_folder(
+    model_dir: str | Path,
+    model: XmcModel,
+    cfg: XmcConfig,
+    metrics: dict[str, dict[str, float]],
+    overwrite: bool = False,
+) -> None:
+    """A model folder, atomically: the model, ``config.yaml`` (the config it was trained with)
+    and ``metrics.json`` (``metrics``: ``{split: {name: value}}``; ``{}`` when none)."""
+    with atomic_dir(Path(model_dir), overwrite=overwrite) as tmp:
+        model.save(tmp)
+        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        write_json(tmp / "metrics.json", metrics)
 
 
 class ModelRanker:
