@@ -17,7 +17,12 @@ import scipy.sparse as sp
 
 from xmc_core.config import LabelFeaturesConfig, XmcConfig
 from xmc_core.errors import InputError
-from xmc_core.features.label_features import LabelFeatures, pifa, pifa_partial
+from xmc_core.features.label_features import (
+    LabelFeatures,
+    concat_label_features,
+    pifa,
+    pifa_partial,
+)
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.matrices import (
     FeatureMatrix,
@@ -58,8 +63,12 @@ def given_features(n_features: int) -> GivenFeatures:
 
 
 def label_pifa(train: SplitFeatures, cfg: LabelFeaturesConfig) -> LabelFeatures:
-    """PIFA over the training features: csr (n_labels, n_features)."""
-    return LabelFeatures(pifa([pifa_partial(train.X, train.Y)]), cfg.kind)
+    """PIFA over the training features: csr (n_labels, n_features), computed as the featurize
+    graph's ``build_label_features`` does for ``kind: pifa`` (one block, weight 1), so the same
+    X and Y give the same label features bit for bit."""
+    return LabelFeatures(
+        concat_label_features([pifa([pifa_partial(train.X, train.Y)])], [1.0]), cfg.kind
+    )
 
 
 SPLIT = Stage(
