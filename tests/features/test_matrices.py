@@ -111,7 +111,9 @@ def test_label_names(files: MatrixFiles, tmp_path: Path) -> None:
     names.write_text("a\n\nc\nd\n")
     with pytest.raises(InputError) as err:
         LabelNames.load(names)
-    assert str(err.value) == f"{names} row 2: empty label name\n  fix: give every column of Y a name"
+    assert str(err.value) == (
+        f"{names} row 2: empty label name\n  fix: give every column of Y a name"
+    )
     names.write_text("\ufeffa\r\nb\r\nc\r\nd")  # BOM, CRLF, no final newline
     assert LabelNames.load(names).names == ["a", "b", "c", "d"]
     assert label_index(None, 3).names.to_pylist() == ["0", "1", "2"]

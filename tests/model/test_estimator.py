@@ -45,7 +45,7 @@ def test_readme_python_example_runs_and_prints_what_it_says(tmp_path: Path) -> N
     os.chdir(tmp_path)
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(code, "README.md", "exec"), {})  # noqa: S102 (the documented example)
+            exec(compile(code, "README.md", "exec"), {})  # the documented example
     finally:
         os.chdir(cwd)
     assert out.getvalue().splitlines() == said
@@ -100,7 +100,7 @@ def test_errors_are_clear() -> None:
     X, Y = separable(24, 4)
     with pytest.raises(InputError, match="this XmcClassifier is not fitted"):
         XmcClassifier().predict(X)
-    with pytest.raises(InputError, match="tree.nope"):
+    with pytest.raises(InputError, match=r"tree\.nope"):
         XmcClassifier(tree__nope=1).fit(X, Y)
     clf = XmcClassifier(tree__max_leaf_size=2).fit(X, Y)
     with pytest.raises(InputError, match="no vectorizer: this model predicts from features only"):
@@ -109,7 +109,7 @@ def test_errors_are_clear() -> None:
         clf.predict(X[:, :5])
     with pytest.raises(InputError, match="repeats line 1"):
         XmcClassifier().fit(X, Y, label_names=["a", "b", "a", "d"])
-    with pytest.raises(InputError, match="model.kind=xr-transformer needs raw text"):
+    with pytest.raises(InputError, match=r"model\.kind=xr-transformer needs raw text"):
         XmcClassifier(model__kind="xr-transformer").fit(X, Y)
 
 
