@@ -9,6 +9,7 @@ pickle anywhere.
 
 from __future__ import annotations
 
+import json
 import logging
 from itertools import pairwise
 from pathlib import Path
@@ -208,7 +209,7 @@ class XmcModel:
         a format-1 folder of an older xmc loads too)."""
         folder = Path(folder)
         layout = model_layout(folder)
-        vectorizer_cls = registry.part_class(layout["vectorizer"], folder / "meta.json")
+        vectorizer_cls = _vectorizer_class(folder, layout["vectorizer"])
         encoder_cls = registry.part_class(layout["encoder"], folder / "meta.json")
         ranker_cls = registry.part_class(layout["ranker"], folder / "meta.json")
         encoder_dir = layout["encoder_dir"]  # None: a format-1 XR-Linear model (no encoder/)
@@ -224,6 +225,23 @@ class XmcModel:
             load_arrays(folder / "label_counts.npz")["counts"],
             layout["n_train_docs"],
         )
+
+
+def _vectorizer_class(folder: Path, name: str) -> type:
+    """The class of ``folder``'s vectorizer, which its meta.json names ``name`` (TF-IDF when it
+    names none); a ``vectorizer/`` of another class is an error naming both files."""
+    part_meta = folder / "vectorizer" / "meta.json"
+    try:
+        found = json.loads(part_meta.read_text(encoding="utf-8")).get("class", name)
+    except (OSError, ValueError, AttributeError):
+        found = name  # unreadable: the vectorizer's own load names the problem
+    if found != name:
+        raise ArtifactError(
+            folder / "meta.json",
+            f"names vectorizer {name!r}, but {part_meta} holds a {found!r}",
+            "re-create the model folder",
+        )
+    return registry.part_class(name, folder / "meta.json")
 
 
 def save_model_folder(
