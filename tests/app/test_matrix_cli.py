@@ -128,3 +128,16 @@ def test_bad_input_stops_before_any_work(trained: dict[str, Path]) -> None:
 def test_usage_errors(args: list[str], message: str) -> None:
     out = xmc(*args)
     assert out.returncode == 2 and f"xmc: error: {message}" in out.stderr
+
+
+def test_train_without_test_matrices_says_so(tmp_path: Path) -> None:
+    X, Y = separable(8, 2)
+    paths = write_npz(tmp_path, X=X, Y=Y)
+    model = tmp_path / "m"
+    out = xmc(
+        "train", "--x", str(paths["X"]), "--y", str(paths["Y"]), str(model),
+        "--set", f"work_dir={tmp_path / 'work'}",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"saved {model} (no test metrics: give --x-test and --y-test for them)\n"
+    assert json.loads((model / "metrics.json").read_text()) == {}

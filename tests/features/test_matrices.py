@@ -114,6 +114,14 @@ def test_label_names(files: MatrixFiles, tmp_path: Path) -> None:
     assert str(err.value) == (
         f"{names} row 2: empty label name\n  fix: give every column of Y a name"
     )
+    with pytest.raises(InputError) as err:
+        LabelNames.load(tmp_path)
+    assert (
+        str(err.value) == f"{tmp_path}: not a regular file\n  fix: give --label-names a text file"
+    )
+    names.write_bytes(b"a\n\xff\n")
+    with pytest.raises(InputError, match="not UTF-8 text"):
+        LabelNames.load(names)
     names.write_text("\ufeffa\r\nb\r\nc\r\nd")  # BOM, CRLF, no final newline
     assert LabelNames.load(names).names == ["a", "b", "c", "d"]
     assert label_index(None, 3).names.to_pylist() == ["0", "1", "2"]

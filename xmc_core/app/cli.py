@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     _config_args(dump)
 
     tr = sub.add_parser("train", help="train XR-Linear on a dataset folder, print test metrics")
-    tr.add_argument("dataset", type=Path, help="dataset folder (not with --x)")
+    tr.add_argument("dataset", type=Path, help="dataset folder (with --x: the model folder)")
     tr.add_argument("model", type=Path, nargs="?", help="model folder to create")
     tr.add_argument("--overwrite", action="store_true", default=_S)
     _config_args(tr)
@@ -86,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="top labels of a dataset split or a text file")
     pr.add_argument("model", type=Path)
     pr.add_argument(
-        "source", type=Path, help="dataset folder, or a text file (one doc a line; - for stdin)"
+        "source",
+        type=Path,
+        help="dataset folder, or a text file (one doc a line; - for stdin); with --x: the output",
     )
     pr.add_argument(
         "output", type=Path, nargs="?",
@@ -152,9 +154,21 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topk", type=whole_count, help="override the model's top-k")
 
 
+_MATRIX_USAGE = {
+    "train": "%(prog)s DATASET MODEL [options]\n"
+    "       %(prog)s --x X.npz --y Y.npz MODEL [--x-test X.npz --y-test Y.npz] [options]",
+    "predict": "%(prog)s MODEL SOURCE OUTPUT [options]\n"
+    "       %(prog)s MODEL --x X.npz OUTPUT.npz|OUTPUT.jsonl|- [options]",
+    "evaluate": "%(prog)s MODEL DATASET [options]\n"
+    "       %(prog)s MODEL --x X.npz --y Y.npz [options]",
+}
+"""Usage lines of the commands that also take matrices (argparse's own cannot say "either")."""
+
+
 def _matrix_args(p: argparse.ArgumentParser, labels: bool = False, train: bool = False) -> None:
     """``--x`` (and ``--y``, test matrices, label names): scipy sparse ``.npz`` files in place
     of a dataset folder or a text file (the PECOS layout)."""
+    p.usage = _MATRIX_USAGE[p.prog.split()[-1]]
     p.add_argument("--x", type=Path, metavar="X.npz", help="feature matrix (CSR/CSC .npz)")
     if labels or train:
         p.add_argument("--y", type=Path, metavar="Y.npz", help="label matrix (0/1 CSR/CSC .npz)")

@@ -39,6 +39,8 @@ def train(files: MatrixFiles, model_dir: Path, cfg: XmcConfig, overwrite: bool =
     )
     if has_test:
         print(format_metrics(metrics))
+    else:
+        print(f"saved {model_dir} (no test metrics: give --x-test and --y-test for them)")
     return metrics
 
 

@@ -135,10 +135,12 @@ class LabelNames:
     @classmethod
     def load(cls, path: str | Path) -> LabelNames:
         """Read ``path``; an empty or repeated name is an error naming its line."""
+        if not Path(path).exists():
+            raise InputError(path, "no such file", "check the path given to --label-names")
+        if not Path(path).is_file():
+            raise InputError(path, "not a regular file", "give --label-names a text file")
         try:
             text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError as err:
-            raise InputError(path, "no such file", "check the path given to --label-names") from err
         except UnicodeDecodeError as err:
             raise InputError(
                 path, f"not UTF-8 text ({err})", "save the label names as UTF-8"
