@@ -1,7 +1,8 @@
 """Corrupt or mismatched artifacts: every loader fails with an ArtifactError naming the file.
 
 Every artifact class with a loader is saved once (XR-Linear and its parts, the featurization
-artifacts, and the XR-Transformer parts over a tiny random BERT), then each is damaged in every
+artifacts, the XR-Transformer parts over a tiny random BERT, and a model trained on given
+features), then each is damaged in every
 way below, file by file, and loaded again: truncated, emptied or overwritten files (also with
 their checksums "repaired", as a buggy writer would leave them), missing files, a file replaced
 by a folder, a missing or invalid ``meta.json``, one from another class or format version, and
@@ -36,6 +37,7 @@ from xmc_core.features import stages
 from xmc_core.features.counts import TermCounts
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
+from xmc_core.features.matrices import GivenFeatures
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.linear.model import LevelRankers, XRLinearModel
@@ -82,6 +84,7 @@ def _loaders() -> dict[str, Callable[[Path], object]]:
         "MatcherLevel": _open_matcher_level,
         "XmcModel-xr-transformer": lambda f: XmcModel.load(f, "cpu"),
         "MatcherShortlists": MatcherShortlists.load,
+        "XmcModel-given": XmcModel.load,
     }
 
 
@@ -149,6 +152,10 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
     )
     model.ranker.save(root / "XRLinearModel")
     model.save(root / "XmcModel")
+    XmcModel(
+        "xr-linear", GivenFeatures(model.vectorizer.n_features), model.labels, model.encoder,
+        model.ranker, model.label_counts, model.n_train_docs,
+    ).save(root / "XmcModel-given")  # fmt: skip
     _save_transformer_parts(root, corpus, model)
     folders = {name: root / name for name in LOADERS}
     folders["dataset"] = root / "dataset"

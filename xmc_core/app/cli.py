@@ -5,9 +5,12 @@
     xmc info DATASET|MODEL [--json]        a dataset's summary and label statistics, or a model's
     xmc inspect MODEL [--json] [--config-all]   family, tree, labels, config, metrics, sizes
     xmc train DATASET MODEL [--config F] [--set K=V ...]   train XR-Linear, print test metrics
+    xmc train --x X.npz --y Y.npz MODEL [--x-test X --y-test Y] [--label-names F]   on matrices
     xmc predict MODEL SOURCE OUTPUT.jsonl  top labels of a dataset split or a text file
                                            (SOURCE and OUTPUT may be ``-``: stdin, stdout)
+    xmc predict MODEL --x X.npz OUT.npz|OUT.jsonl   scores of feature rows (PECOS's Yp.npz)
     xmc evaluate MODEL DATASET             P@k, nDCG@k, R@k, PSP@k of a saved model
+    xmc evaluate MODEL --x X.npz --y Y.npz             the same on matrices
     xmc dump-config [--config F] [--set K=V ...]   print the full configuration as YAML
     xmc serve MODEL [--host H] [--port P]  JSON predictions over HTTP (folder or models:/ URI)
         [--token-file F] [--insecure-public]   bearer token ($XMC_SERVE_TOKEN); a non-loopback
@@ -81,24 +84,32 @@ def _parser() -> argparse.ArgumentParser:
     _config_args(dump)
 
     tr = sub.add_parser("train", help="train XR-Linear on a dataset folder, print test metrics")
-    tr.add_argument("dataset", type=Path)
-    tr.add_argument("model", type=Path, help="model folder to create")
+    tr.add_argument("dataset", type=Path, help="dataset folder (with --x: the model folder)")
+    tr.add_argument("model", type=Path, nargs="?", help="model folder to create")
     tr.add_argument("--overwrite", action="store_true", default=_S)
     _config_args(tr)
+    _matrix_args(tr, train=True)
 
     pr = sub.add_parser("predict", help="top labels of a dataset split or a text file")
     pr.add_argument("model", type=Path)
     pr.add_argument(
-        "source", type=Path, help="dataset folder, or a text file (one doc a line; - for stdin)"
+        "source",
+        type=Path,
+        help="dataset folder, or a text file (one doc a line; - for stdin); with --x: the output",
     )
-    pr.add_argument("output", type=Path, help="JSON lines file to write (- for stdout)")
+    pr.add_argument(
+        "output", type=Path, nargs="?",
+        help="JSON lines file to write (- for stdout), or .npz: the score matrix",
+    )  # fmt: skip
     _predict_args(pr)
+    _matrix_args(pr)
 
     ev = sub.add_parser("evaluate", help="metrics of a saved model on a dataset split")
     ev.add_argument("model", type=Path)
-    ev.add_argument("dataset", type=Path)
+    ev.add_argument("dataset", type=Path, nargs="?", help="dataset folder (not with --x)")
     _predict_args(ev)
     _config_args(ev)
+    _matrix_args(ev, labels=True)
 
     srv = sub.add_parser("serve", help="answer JSON predictions over HTTP (127.0.0.1)")
     srv.add_argument("model", help="model folder, or an MLflow URI (models:/NAME@ALIAS)")
@@ -150,6 +161,62 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topk", type=whole_count, help="override the model's top-k")
 
 
+_MATRIX_USAGE = {
+    "train": "%(prog)s DATASET MODEL [options]\n"
+    "       %(prog)s --x X.npz --y Y.npz MODEL [--x-test X.npz --y-test Y.npz] [options]",
+    "predict": "%(prog)s MODEL SOURCE OUTPUT [options]\n"
+    "       %(prog)s MODEL --x X.npz OUTPUT.npz|OUTPUT.jsonl|- [options]",
+    "evaluate": "%(prog)s MODEL DATASET [options]\n"
+    "       %(prog)s MODEL --x X.npz --y Y.npz [options]",
+}
+"""Usage lines of the commands that also take matrices (argparse's own cannot say "either")."""
+
+
+def _matrix_args(p: argparse.ArgumentParser, labels: bool = False, train: bool = False) -> None:
+    """``--x`` (and ``--y``, test matrices, label names): scipy sparse ``.npz`` files in place
+    of a dataset folder or a text file (the PECOS layout)."""
+    p.usage = _MATRIX_USAGE[p.prog.split()[-1]]
+    p.add_argument("--x", type=Path, metavar="X.npz", help="feature matrix (CSR/CSC .npz)")
+    if labels or train:
+        p.add_argument("--y", type=Path, metavar="Y.npz", help="label matrix (0/1 CSR/CSC .npz)")
+    if train:
+        p.add_argument("--x-test", type=Path, metavar="X.npz", help="test features")
+        p.add_argument("--y-test", type=Path, metavar="Y.npz", help="test labels")
+        p.add_argument(
+            "--label-names", type=Path, metavar="FILE",
+            help="one label name a line, in Y's column order (default: column numbers)",
+        )  # fmt: skip
+
+
+def _matrix_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """With ``--x`` the one path after MODEL (train: the only path) is the output; the matrix
+    options come as a set. Anything else is a usage error (exit status 2) before any work."""
+    if args.command not in ("train", "predict", "evaluate"):
+        return
+    names = ("y", "x_test", "y_test", "label_names")
+    extra = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n, None) is not None]
+    if args.x is None:
+        usage = {
+            "train": ("model", "train needs DATASET MODEL (or --x X.npz --y Y.npz MODEL)"),
+            "predict": ("output", "predict needs MODEL SOURCE OUTPUT (or MODEL --x X.npz OUTPUT)"),
+            "evaluate": ("dataset", "evaluate needs MODEL DATASET (or MODEL --x X.npz --y Y.npz)"),
+        }[args.command]
+        if extra:
+            parser.error(f"{', '.join(extra)} need --x")
+        if getattr(args, usage[0]) is None:
+            parser.error(usage[1])
+    elif args.command == "train":
+        if args.model is not None or args.y is None:
+            parser.error("train --x takes --x X.npz --y Y.npz MODEL (no DATASET)")
+        args.model, args.dataset = args.dataset, None
+    elif args.command == "predict":
+        if args.output is not None:
+            parser.error("predict --x takes MODEL --x X.npz OUTPUT (no SOURCE)")
+        args.output, args.source = args.source, None
+    elif args.dataset is not None or args.y is None:
+        parser.error("evaluate --x takes MODEL --x X.npz --y Y.npz (no DATASET)")
+
+
 def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if hasattr(args, n)}
 
@@ -171,7 +238,9 @@ def _synth(args: argparse.Namespace) -> Manifest:
 def _model_command(args: argparse.Namespace) -> None:
     from xmc_core.app import commands  # numba kernels: imported only when a model command runs
 
-    if args.command == "train":
+    if args.x is not None:
+        _matrix_command(args)
+    elif args.command == "train":
         cfg = XmcConfig.load(args.config, args.overrides)
         commands.train(args.dataset, args.model, cfg, **_given(args, "overwrite"))
     elif args.command == "evaluate":
@@ -181,11 +250,32 @@ def _model_command(args: argparse.Namespace) -> None:
     elif args.command == "predict":
         split = _DEFAULTS.eval.split if args.split is None else args.split
         n = commands.predict(args.model, args.source, args.output, split, args.beam_size, args.topk)
-        to_stdout = str(args.output) == "-"
-        where = "stdout" if to_stdout else args.output
-        print(
-            f"wrote predictions of {n} documents to {where}", file=sys.stderr if to_stdout else None
+        _wrote(n, args.output)
+
+
+def _wrote(n: int, output: Path) -> None:
+    to_stdout = str(output) == "-"
+    where = "stdout" if to_stdout else output
+    print(f"wrote predictions of {n} documents to {where}", file=sys.stderr if to_stdout else None)
+
+
+def _matrix_command(args: argparse.Namespace) -> None:
+    """``train``, ``predict``, ``evaluate`` with ``--x``: on ``.npz`` matrices."""
+    from xmc_core.app import matrix_commands
+    from xmc_core.features.matrices import MatrixFiles
+
+    cfg = XmcConfig.load(getattr(args, "config", None), getattr(args, "overrides", []))
+    if args.command == "train":
+        names = ("x_test", "y_test", "label_names")
+        files = MatrixFiles(args.x, args.y, **{n: getattr(args, n) for n in names})
+        matrix_commands.train(files, args.model, cfg, **_given(args, "overwrite"))
+    elif args.command == "predict":
+        _wrote(
+            matrix_commands.predict(args.model, args.x, args.output, args.beam_size, args.topk),
+            args.output,
         )
+    else:
+        matrix_commands.evaluate(args.model, args.x, args.y, cfg, args.beam_size, args.topk)
 
 
 def _lifecycle_command(args: argparse.Namespace) -> None:
@@ -268,7 +358,9 @@ def _writes(args: argparse.Namespace) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``xmc`` console script; returns the exit status (2: an error)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _matrix_positionals(parser, args)
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("xmc_core").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     return run_command(lambda: _run(args), _writes(args))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.app.describe import TRAINING_FILE, training_record
@@ -21,8 +22,8 @@ from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.errors import InputError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.families.train import train_in_process
-from xmc_core.model.xmc_model import XmcModel
-from xmc_core.storage.atomic import atomic_dir, atomic_file, write_json
+from xmc_core.model.xmc_model import XmcModel, save_model_folder
+from xmc_core.storage.atomic import atomic_file
 from xmc_core.storage.folder_swap import check_dir_target
 
 _BATCH = DEFAULT_ROWS_PER_GROUP
@@ -41,11 +42,8 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     corpus = Corpus(dataset)
     outputs = train_in_process(corpus, cfg)
     model, metrics = outputs["model"], outputs["evaluation"].values
-    with atomic_dir(model_dir, overwrite=overwrite) as tmp:
-        model.save(tmp)
-        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        write_json(tmp / "metrics.json", {"test": metrics})
-        write_json(tmp / TRAINING_FILE, training_record(corpus.path, corpus.fingerprint))
+    record = {TRAINING_FILE: training_record(corpus.path, corpus.fingerprint)}
+    save_model_folder(model_dir, model, cfg, {"test": metrics}, overwrite, record)
     summary = RunSummary(
         family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
         seconds=time.perf_counter() - start, data=data_line(corpus.manifest),
@@ -119,11 +117,28 @@ def predict(
     """Write JSON lines ``{"doc_id", "labels", "scores"}`` for every document, atomically.
 
     ``source`` is a dataset folder (``split`` is read) or a UTF-8 text file, one document a line
-    (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout.
-    Returns the number of documents.
+    (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout; a
+    ``.npz`` path gets the score matrix instead (:func:`write_predictions`). Returns the number
+    of documents.
     """
     model = XmcModel.load(model_dir)
     batches = _predictions(source, split, model, beam, topk)
+    return write_predictions(output, model, batches)
+
+
+def write_predictions(
+    output: Path, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]]
+) -> int:
+    """Write batches of (doc ids, scores csr (n, n_labels)) to ``output``: a ``.npz`` file gets
+    the score matrix (``scipy.sparse.save_npz``, as PECOS's ``-o Yp.npz``), ``-`` stdout and any
+    other path JSON lines; atomically. Returns the number of documents."""
+    if Path(output).suffix == ".npz":
+        scores = [s for _, s in batches]
+        empty = sp.csr_matrix((0, len(model.labels)), dtype=np.float32)
+        stacked = sp.vstack(scores, format="csr") if scores else empty
+        with atomic_file(output) as tmp, open(tmp, "wb") as fh:
+            sp.save_npz(fh, stacked, compressed=False)
+        return stacked.shape[0]
     if str(output) == "-":
         try:
             n = _write_records(sys.stdout.buffer, model, batches)

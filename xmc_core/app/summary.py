@@ -41,6 +41,8 @@ class RunSummary:
     mlflow: str = ""
     registry: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    predict_args: str = "docs.txt out.jsonl"
+    """What the model row's ``xmc predict`` hint passes after the model."""
 
     def format(self) -> str:
         """The block, a few lines, floats rounded (percent with two decimals)."""
@@ -50,7 +52,7 @@ class RunSummary:
         rows = [
             ("data", self.data),
             ("test", metric_line(self.metrics)),
-            ("model", f"{model}  (xmc predict {model} docs.txt out.jsonl)"),
+            ("model", f"{model}  (xmc predict {model} {self.predict_args})"),
             ("mlflow", self.mlflow),
             ("registry", self.registry),
             *self.extra.items(),

@@ -12,6 +12,8 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError
 from xmc_core.families.featurize import featurize_graph
+from xmc_core.families.matrices import matrix_graph
+from xmc_core.features.matrices import MatrixFiles
 from xmc_core.model import registry
 from xmc_core.stages.graph import InProcessRunner, Runner
 
@@ -38,11 +40,16 @@ def train_graph(
     """Featurize the dataset behind handle ``corpus``, then the configured family's stages;
     returns every output's handle (``corpus`` included). ``on_featurized``: called with the
     featurize graph's handles before the family's stages start (a progress line)."""
-    family = registry.family(cfg.model.kind)
     feats = {"corpus": corpus, **featurize_graph(run, corpus, cfg)}
     if on_featurized is not None:
         on_featurized(feats)
-    return {**feats, **family.graph(run, feats, cfg)}
+    return family_graph(run, feats, cfg)
+
+
+def family_graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
+    """The configured family's stages on featurized handles ``feats``; returns ``feats`` and
+    every output's handle."""
+    return {**feats, **registry.family(cfg.model.kind).graph(run, feats, cfg)}
 
 
 def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
@@ -54,6 +61,17 @@ def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
     run = InProcessRunner(str(cfg.work_dir))
     handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
     log.debug("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
+    return values_of(run, handles)
+
+
+def train_matrices_in_process(files: MatrixFiles, cfg: XmcConfig) -> dict[str, Any]:
+    """The family's stages on feature matrices (:func:`~xmc_core.families.matrices.matrix_graph`
+    in place of featurization), in this process; returns the output objects as
+    :func:`train_in_process`. The files are checked before any work."""
+    start = time.perf_counter()
+    run = InProcessRunner(str(cfg.work_dir))
+    handles = family_graph(run, matrix_graph(run, files, cfg), cfg)
+    log.info("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
     return values_of(run, handles)
 
 

@@ -29,6 +29,8 @@ _BUILTIN_PARTS = {
     "XRLinearModel": "xmc_core.linear.model:XRLinearModel",
     "TfidfEncoder": "xmc_core.model.xmc_model:TfidfEncoder",
     "EmbeddingFeatures": "xmc_core.transformer.ranker:EmbeddingFeatures",
+    "TfidfVectorizer": "xmc_core.features.tfidf:TfidfVectorizer",
+    "GivenFeatures": "xmc_core.features.matrices:GivenFeatures",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",

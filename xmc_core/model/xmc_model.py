@@ -9,6 +9,7 @@ pickle anywhere.
 
 from __future__ import annotations
 
+import json
 import logging
 from itertools import pairwise
 from pathlib import Path
@@ -26,10 +27,12 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+from xmc_core.storage.atomic import atomic_dir, write_json
 
 if TYPE_CHECKING:
-    from xmc_core.config import EvalConfig
+    from xmc_core.config import EvalConfig, XmcConfig
     from xmc_core.corpus import Corpus
+    from xmc_core.features.matrices import GivenFeatures
     from xmc_core.features.split_features import SplitFeatures
 
 log = logging.getLogger(__name__)
@@ -60,12 +63,14 @@ class TfidfEncoder:
 
 class XmcModel:
     """``vectorizer`` + ``labels`` + ``encoder`` + ``ranker`` of family ``family``;
-    ``label_counts``: (n_labels,) training frequency; ``n_train_docs``: training documents."""
+    ``label_counts``: (n_labels,) training frequency; ``n_train_docs``: training documents.
+    ``vectorizer``: TF-IDF, or :class:`~xmc_core.features.matrices.GivenFeatures` for a model
+    trained on feature matrices (it predicts from features only)."""
 
     def __init__(
         self,
         family: str,
-        vectorizer: TfidfVectorizer,
+        vectorizer: TfidfVectorizer | GivenFeatures,
         labels: LabelIndex,
         encoder: Encoder,
         ranker: Ranker,
@@ -186,18 +191,17 @@ class XmcModel:
         self.encoder.save(folder / "encoder")
         self.ranker.save(folder / "ranker")
         save_arrays(folder / "label_counts.npz", counts=self.label_counts)
-        write_meta(
-            folder,
-            "XmcModel",
-            {
-                "model_format": MODEL_FORMAT,
-                "family": self.family,
-                "encoder": type(self.encoder).__name__,
-                "ranker": type(self.ranker).__name__,
-                "n_train_docs": self.n_train_docs,
-                "n_labels": len(self.labels),
-            },
-        )
+        fields = {
+            "model_format": MODEL_FORMAT,
+            "family": self.family,
+            "encoder": type(self.encoder).__name__,
+            "ranker": type(self.ranker).__name__,
+            "n_train_docs": self.n_train_docs,
+            "n_labels": len(self.labels),
+        }
+        if not isinstance(self.vectorizer, TfidfVectorizer):  # absent: TF-IDF (older folders)
+            fields["vectorizer"] = type(self.vectorizer).__name__
+        write_meta(folder, "XmcModel", fields)
 
     @classmethod
     def load(cls, folder: str | Path, device: str = "auto") -> XmcModel:
@@ -205,6 +209,7 @@ class XmcModel:
         a format-1 folder of an older xmc loads too)."""
         folder = Path(folder)
         layout = model_layout(folder)
+        vectorizer_cls = _vectorizer_class(folder, layout["vectorizer"])
         encoder_cls = registry.part_class(layout["encoder"], folder / "meta.json")
         ranker_cls = registry.part_class(layout["ranker"], folder / "meta.json")
         encoder_dir = layout["encoder_dir"]  # None: a format-1 XR-Linear model (no encoder/)
@@ -213,13 +218,49 @@ class XmcModel:
         )
         return cls(
             layout["family"],
-            TfidfVectorizer.load(folder / "vectorizer"),
+            vectorizer_cls.load(folder / "vectorizer"),
             LabelIndex.load(folder / "labels"),
             encoder,
             ranker_cls.load(folder / "ranker"),
             load_arrays(folder / "label_counts.npz")["counts"],
             layout["n_train_docs"],
         )
+
+
+def _vectorizer_class(folder: Path, name: str) -> type:
+    """The class of ``folder``'s vectorizer, which its meta.json names ``name`` (TF-IDF when it
+    names none); a ``vectorizer/`` of another class is an error naming both files."""
+    part_meta = folder / "vectorizer" / "meta.json"
+    try:
+        found = json.loads(part_meta.read_text(encoding="utf-8")).get("class", name)
+    except (OSError, ValueError, AttributeError):
+        found = name  # unreadable: the vectorizer's own load names the problem
+    if found != name:
+        raise ArtifactError(
+            folder / "meta.json",
+            f"names vectorizer {name!r}, but {part_meta} holds a {found!r}",
+            "re-create the model folder",
+        )
+    return registry.part_class(name, folder / "meta.json")
+
+
+def save_model_folder(
+    model_dir: str | Path,
+    model: XmcModel,
+    cfg: XmcConfig,
+    metrics: dict[str, dict[str, float]],
+    overwrite: bool = False,
+    records: dict[str, Any] | None = None,
+) -> None:
+    """A model folder, atomically: the model, ``config.yaml`` (the config it was trained with)
+    and ``metrics.json`` (``metrics``: ``{split: {name: value}}``; ``{}`` when none);
+    ``records``: more JSON files, file name -> content (e.g. ``training.json``)."""
+    with atomic_dir(Path(model_dir), overwrite=overwrite) as tmp:
+        model.save(tmp)
+        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        write_json(tmp / "metrics.json", metrics)
+        for name, content in (records or {}).items():
+            write_json(tmp / name, content)
 
 
 class ModelRanker:
@@ -255,6 +296,7 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
             return {
                 "family": str(meta["family"]), "encoder": str(meta["encoder"]),
                 "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
+                "vectorizer": str(meta.get("vectorizer", "TfidfVectorizer")),
                 "n_train_docs": n_train_docs,
             }  # fmt: skip
     if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
@@ -263,6 +305,7 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
             "family": "xr-transformer" if text else "xr-linear",
             "encoder": "EmbeddingFeatures" if text else "TfidfEncoder",
             "ranker": "XRLinearModel", "encoder_dir": "embedding" if text else None,
+            "vectorizer": "TfidfVectorizer",
             "n_train_docs": n_train_docs, "format": 1,
         }  # fmt: skip
     raise ArtifactError(
