@@ -149,3 +149,13 @@ def test_train_without_test_matrices_says_so(tmp_path: Path) -> None:
         "  test      none (give --x-test and --y-test for metrics)",
     ]
     assert json.loads((model / "metrics.json").read_text()) == {}
+
+
+def test_serve_refuses_a_matrix_model_at_start_up(trained: dict[str, Path]) -> None:
+    """The server answers raw texts: a model without a vectorizer is refused before it binds,
+    not answered with a 500 on every request."""
+    out = xmc("serve", str(trained["model"]), "--port", "1")  # refused before it would bind
+    assert out.returncode == 2
+    assert "trained on feature matrices (xmc train --x)" in out.stderr
+    assert "fix: serve a model trained on a text dataset" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -101,6 +101,13 @@ class XmcModel:
         """Scores csr (n_docs, n_labels) of encoded documents (:meth:`features`)."""
         return self.ranker.predict(X, beam_size=beam_size, topk=topk)
 
+    @property
+    def takes_text(self) -> bool:
+        """Whether the model featurizes raw text (False: trained on given feature matrices)."""
+        from xmc_core.features.matrices import GivenFeatures  # here: an import cycle otherwise
+
+        return not isinstance(self.vectorizer, GivenFeatures)
+
     def predict(
         self,
         texts: list[str | None] | pa.Array,

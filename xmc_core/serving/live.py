@@ -26,7 +26,7 @@ import anyio
 from pydantic import Field
 
 from xmc_core.config import XmcConfig
-from xmc_core.errors import XmcError
+from xmc_core.errors import InputError, XmcError
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.resolve import (
     RegisteredVersion,
@@ -202,6 +202,14 @@ def _locate(
 
 def _load(reference: str, key: str, folder: Path, registered: RegisteredVersion | None) -> Served:
     model = XmcModel.load(folder)
+    if not model.takes_text:
+        raise InputError(
+            folder,
+            "trained on feature matrices (xmc train --x): it has no vectorizer, and the server "
+            "answers raw texts",
+            "serve a model trained on a text dataset; predict from features with "
+            "`xmc predict MODEL --x X.npz OUT.npz`",
+        )
     unregistered = dict.fromkeys(("name", "version", "alias", "run_id"))
     info = ModelInfo(
         uri=reference if is_uri(reference) else None,
