@@ -3,7 +3,9 @@ importance weights, pruning, determinism and degenerate problems."""
 
 from __future__ import annotations
 
+import logging
 import warnings
+from functools import partial
 
 import numba
 import numpy as np
@@ -13,7 +15,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 
 from xmc_core.config import RankerConfig
+from xmc_core.linear import solver
 from xmc_core.linear.solver import train_level
+from xmc_core.progress import RateLog
 
 TIGHT = {"threshold": 0.0, "eps": 1e-9, "max_iter": 100_000}
 
@@ -196,3 +200,21 @@ def test_rejects_malformed_inputs() -> None:
         )
     with pytest.raises(ValueError, match="M has shape"):
         train_level(X, Y, C, M[:10], RankerConfig())
+
+
+def test_long_levels_log_the_nodes_done(monkeypatch, caplog) -> None:
+    X, Y = _problem(8, n=80, k=6)
+    C = sp.csr_matrix((np.ones(6), (np.arange(6), np.arange(6) % 2)), shape=(6, 2))
+    M = sp.csr_matrix(np.ones((80, 2)))
+    cfg = RankerConfig(max_iter=3)
+    quiet = train_level(X, Y, C, M, cfg)
+    ticks = iter(range(10, 1000, 10))  # every clock reading 10 s after the previous one
+    monkeypatch.setattr(solver, "RateLog", partial(RateLog, clock=lambda: next(ticks)))
+    monkeypatch.setattr(solver, "CHUNK_SLOTS", 1)  # one node per chunk: 6 progress updates
+    with caplog.at_level(logging.INFO, logger=solver.log.name):
+        logged = train_level(X, Y, C, M, cfg, what="level 3")
+    # a node every 10 s: after the third, 30 s have passed (0.1 nodes/s, 3 left)
+    assert [r.getMessage() for r in caplog.records] == [
+        "level 3: 3/6 nodes (50%), 0.1 nodes/s, 30s left"
+    ]
+    np.testing.assert_array_equal(quiet.toarray(), logged.toarray())

@@ -22,6 +22,7 @@ local blocks with renumbered features, then solves the nodes in parallel (numba 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numba
@@ -30,6 +31,9 @@ import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
+from xmc_core.progress import RateLog
+
+log = logging.getLogger(__name__)
 
 BATCH_ENTRIES = 1 << 22
 """Soft cap per batch of parents on the local row entries and on the weight slots."""
@@ -55,8 +59,10 @@ def train_level(
     M: sp.csr_matrix,
     cfg: RankerConfig,
     R: sp.csr_matrix | None = None,
+    what: str = "rankers",
 ) -> sp.csc_matrix:
-    """Train the rankers of every node of one level.
+    """Train the rankers of every node of one level (a level taking longer than 30 s logs
+    ``what: i/K nodes (pct), rate, time left`` at least every 30 s).
 
     ``X``: csr (n_docs, n_features), rows L2-normalized; ``Y``: csr (n_docs, K) binary
     relevant nodes; ``C``: csr (K, P) binary, one parent per node; ``M``: csr (n_docs, P)
@@ -79,7 +85,8 @@ def train_level(
         float(cfg.bias),
         float(cfg.threshold),
     )
-    pieces = [_train_batch(level, batch, params) for batch in _plan_batches(level)]
+    progress = RateLog(log, what, total=n_nodes, unit="nodes")
+    pieces = [_train_batch(level, batch, params, progress) for batch in _plan_batches(level)]
     return _assemble(pieces, n_features + 1, n_nodes)
 
 
@@ -196,9 +203,10 @@ def _gather(level: _Level, parents: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _train_batch(
-    level: _Level, parents: np.ndarray, params: tuple
+    level: _Level, parents: np.ndarray, params: tuple, progress: RateLog
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Train the children of ``parents``; returns (nodes, counts, rows, values) in job order."""
+    """Train the children of ``parents``; returns (nodes, counts, rows, values) in job order.
+    Counts the nodes solved into ``progress``."""
     local = _gather(level, parents)
     row_start, indptr, n_local = local[0], local[2], local[7]
     slot_of_parent = np.full(level.M.shape[1], -1, dtype=np.int64)
@@ -227,6 +235,7 @@ def _train_batch(
             kernels.solve_jobs(jobs, local, labels, params, out_idx, out_val, counts)
         keep = _segments(start[:-1], counts)
         results.append((nodes[chunk], counts, out_idx[keep], out_val[keep]))
+        progress.update(chunk.size)
     joined = [np.concatenate(parts) for parts in zip(*results, strict=True)]
     return joined[0], joined[1], joined[2], joined[3]
 
