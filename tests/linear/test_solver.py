@@ -176,13 +176,17 @@ def test_same_seed_same_weights_any_thread_count() -> None:
 
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
-def test_parents_without_documents_and_nodes_without_positives(loss: str) -> None:
+def test_parents_without_documents_and_nodes_without_positives(loss: str, caplog) -> None:
     X, Y = _problem(6, n=60, k=4)
     Y = Y.tolil()
     Y[:, 1] = 0  # node 1: no positives
     C = sp.csr_matrix((np.ones(4), (np.arange(4), [0, 0, 1, 2])), shape=(4, 3))
     M = sp.csr_matrix((np.ones(60), (np.arange(60), np.arange(60) % 2)), shape=(60, 3))
-    W = train_level(X, Y.tocsr(), C, M, RankerConfig(loss=loss, threshold=0.0))
+    with caplog.at_level(logging.INFO, logger=solver.log.name):
+        W = train_level(X, Y.tocsr(), C, M, RankerConfig(loss=loss, threshold=0.0), what="lvl")
+    assert [r.getMessage() for r in caplog.records] == [
+        "lvl: 1 of 4 nodes skipped (no weights): no training document reaches their parent"
+    ]
     assert W.shape == (31, 4)
     assert W[:, 3].nnz == 0  # parent 2 has no documents
     scores = X @ _dense(W)[:-1, 1] + _dense(W)[-1, 1]

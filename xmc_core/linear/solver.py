@@ -85,6 +85,12 @@ def train_level(
         float(cfg.bias),
         float(cfg.threshold),
     )
+    idle = int(np.count_nonzero(np.diff(level.M.indptr)[level.parent] == 0))
+    if idle:
+        log.info(
+            "%s: %s of %s nodes skipped (no weights): no training document reaches their parent",
+            what, f"{idle:,}", f"{n_nodes:,}",
+        )  # fmt: skip
     progress = RateLog(log, what, total=n_nodes, unit="nodes")
     pieces = [_train_batch(level, batch, params, progress) for batch in _plan_batches(level)]
     return _assemble(pieces, n_features + 1, n_nodes)
