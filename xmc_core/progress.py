@@ -37,8 +37,11 @@ def duration(seconds: float) -> str:
 
 
 def rate(per_s: float) -> str:
-    """A rate rounded for people: ``118``, ``1,204``, ``7.5`` (one decimal below 10)."""
-    return f"{per_s:,.0f}" if per_s >= 10 else f"{per_s:.1f}"
+    """A rate rounded for people: ``1,204``, ``118``, ``7.5``, ``0.029`` (two significant
+    digits below 0.1)."""
+    if per_s >= 10:
+        return f"{per_s:,.0f}"
+    return f"{per_s:.1f}" if per_s >= 0.1 or per_s == 0 else f"{per_s:.2g}"
 
 
 class RateLog:
