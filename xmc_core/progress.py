@@ -46,7 +46,11 @@ def rate(per_s: float) -> str:
 
 class RateLog:
     """Logs ``what: i/total unit (pct), rate unit/s, time left`` when ``every_s`` seconds have
-    passed since the last line (the first after ``every_s``: short loops stay silent)."""
+    passed since the last line (the first after ``every_s``: short loops stay silent).
+
+    With ``total_work``, items of unequal cost: the percentage and the time left follow the
+    work done (``update(n, work)``), reported as ``(pct of the work)``.
+    """
 
     def __init__(
         self,
@@ -56,15 +60,18 @@ class RateLog:
         unit: str = "items",
         every_s: float = PROGRESS_EVERY_S,
         clock: Clock = time.monotonic,
+        total_work: float | None = None,
     ) -> None:
         self.log, self.what, self.total, self.unit = log, what, total, unit
-        self.every_s, self.clock = every_s, clock
-        self.count = 0
+        self.every_s, self.clock, self.total_work = every_s, clock, total_work
+        self.count, self.work = 0, 0.0
         self.start = self.last = clock()
 
-    def update(self, n: int) -> None:
-        """Count ``n`` more; log a line if the last one is older than ``every_s``."""
+    def update(self, n: int, work: float = 0.0) -> None:
+        """Count ``n`` more items (costing ``work``); log a line if the last one is older than
+        ``every_s``."""
         self.count += n
+        self.work += work
         now = self.clock()
         if now - self.last >= self.every_s and self.count < self.total:
             self.last = now
@@ -78,15 +85,15 @@ class RateLog:
 
     def line(self, now: float) -> str:
         elapsed = max(now - self.start, 1e-9)
-        per_s = self.count / elapsed
-        pct = 100.0 * self.count / self.total if self.total else 100.0
-        text = f"{self.what}: {self.count:,}/{self.total:,} {self.unit} ({pct:.0f}%), "
-        text += f"{rate(per_s)} {self.unit}/s"
-        if self.count < self.total and per_s > 0:
-            text += f", {duration((self.total - self.count) / per_s)} left"
+        if self.total_work:
+            done, of_work = self.work / self.total_work, " of the work"
         else:
-            text += f", done in {duration(elapsed)}"
-        return text
+            done, of_work = (self.count / self.total if self.total else 1.0), ""
+        text = f"{self.what}: {self.count:,}/{self.total:,} {self.unit} "
+        text += f"({100 * done:.0f}%{of_work}), {rate(self.count / elapsed)} {self.unit}/s"
+        if self.count < self.total and 0 < done < 1:
+            return text + f", {duration(elapsed * (1 - done) / done)} left"
+        return text + f", done in {duration(elapsed)}"
 
 
 class StepLog:

@@ -84,3 +84,14 @@ def test_step_log_first_step_then_every_interval_with_mean_loss(caplog):
         "matcher level 2 (2/3): step 150/150 (100%), loss 0.1480, 16 docs/s, done in 5m00s, "
         "P@1 0.4521"
     )
+
+
+def test_weighted_items_report_the_share_of_the_work(caplog):
+    clock = FakeClock()
+    progress = RateLog(LOG, "level 3", total=100, unit="nodes", clock=clock, total_work=1000)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        clock.now += 40
+        progress.update(80, work=200)  # 80 cheap nodes, a fifth of the work: 160 s left
+    assert [r.getMessage() for r in caplog.records] == [
+        "level 3: 80/100 nodes (20% of the work), 2.0 nodes/s, 2m40s left"
+    ]

@@ -17,7 +17,7 @@ from sklearn.svm import LinearSVC
 from xmc_core.config import RankerConfig
 from xmc_core.linear import solver
 from xmc_core.linear.solver import train_level
-from xmc_core.progress import RateLog
+from xmc_core.progress import RateLog, duration
 
 TIGHT = {"threshold": 0.0, "eps": 1e-9, "max_iter": 100_000}
 
@@ -209,16 +209,22 @@ def test_rejects_malformed_inputs() -> None:
 def test_long_levels_log_the_nodes_done(monkeypatch, caplog) -> None:
     X, Y = _problem(8, n=80, k=6)
     C = sp.csr_matrix((np.ones(6), (np.arange(6), np.arange(6) % 2)), shape=(6, 2))
-    M = sp.csr_matrix(np.ones((80, 2)))
+    M = sp.lil_matrix((80, 2))
+    M[:, 0], M[:20, 1] = 1, 1  # parent 0 holds every document, parent 1 the first 20
     cfg = RankerConfig(max_iter=3)
-    quiet = train_level(X, Y, C, M, cfg)
+    quiet = train_level(X, Y, C, M.tocsr(), cfg)
     ticks = iter(range(10, 1000, 10))  # every clock reading 10 s after the previous one
     monkeypatch.setattr(solver, "RateLog", partial(RateLog, clock=lambda: next(ticks)))
     monkeypatch.setattr(solver, "CHUNK_SLOTS", 1)  # one node per chunk: 6 progress updates
     with caplog.at_level(logging.INFO, logger=solver.log.name):
-        logged = train_level(X, Y, C, M, cfg, what="level 3")
-    # a node every 10 s: after the third, 30 s have passed (0.1 nodes/s, 3 left)
+        logged = train_level(X, Y, C, M.tocsr(), cfg, what="level 3")
+    # a node every 10 s, the biggest problems first: after 30 s, parent 0's three nodes are
+    # done, the share of the work of their blocks (entries of 80 docs against 20)
+    entries = np.diff(X.indptr)
+    big, small = int(entries.sum()), int(entries[:20].sum())
+    assert 0.7 < big / (big + small) < 0.9
     assert [r.getMessage() for r in caplog.records] == [
-        "level 3: 3/6 nodes (50%), 0.1 nodes/s, 30s left"
+        f"level 3: 3/6 nodes ({100 * big / (big + small):.0f}% of the work), 0.1 nodes/s, "
+        f"{duration(30 * small / big)} left"
     ]
     np.testing.assert_array_equal(quiet.toarray(), logged.toarray())
