@@ -171,14 +171,7 @@ def _train_level(
         encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level, what=what
     )
     E = _embed(encoder, tokens, rows, device, cfg, f"{what}: embedding")
-    W, b = head.arrays()
-    candidates = None
-    if predicted is not None:
-        chosen = sp.csr_matrix(predicted[rows], copy=True)
-        chosen.data[:] = 1.0
-        candidates = children_of(chosen, tree.C[level])
-    P_rows = top_clusters(E, W, b, cfg.beam_size, candidates)
-    P = sp.csr_matrix(_scatter_rows(P_rows, rows, n))
+    P = _predicted(E, head, rows, n, predicted, tree.C[level], cfg.beam_size)
     with atomic_dir(out, overwrite=True) as tmp:
         encoder.cpu().save(tmp / "encoder", tokenizer)
         head.save(tmp / "head.safetensors")
@@ -241,6 +234,21 @@ def _embed(
     what: str,
 ) -> np.ndarray:
     return embed(encoder, tokens.take(rows), device, cfg.embed_batch_size, cfg.bf16, what)
+
+
+def _predicted(
+    E: np.ndarray, head: LevelHead, rows: np.ndarray, n: int, above: sp.csr_matrix | None,
+    C: sp.csr_matrix, beam_size: int,
+) -> sp.csr_matrix:  # fmt: skip
+    """``P(t)``: csr (n, K), the top ``beam_size`` clusters of documents ``rows`` (embeddings
+    ``E``), among the children (``C``) of their clusters predicted above (None: all)."""
+    W, b = head.arrays()
+    candidates = None
+    if above is not None:
+        chosen = sp.csr_matrix(above[rows], copy=True)
+        chosen.data[:] = 1.0
+        candidates = children_of(chosen, C)
+    return sp.csr_matrix(_scatter_rows(top_clusters(E, W, b, beam_size, candidates), rows, n))
 
 
 def _restrict(problem: LevelProblem, rows: np.ndarray) -> LevelProblem:
