@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
-from xmc_core.config import PredictConfig, RankerConfig
+from xmc_core.config import EvalConfig, PredictConfig, RankerConfig
+from xmc_core.evaluation import diagnostics
 from xmc_core.evaluation.diagnostics import (
+    Diagnostics,
     beam_recall_per_level,
     k_curves,
     matcher_loss_history,
     training_loss_per_level,
 )
+from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
 from xmc_core.storage.artifacts import write_meta
@@ -101,3 +106,32 @@ def test_matcher_loss_history_reads_checkpoint_meta(tmp_path: Path) -> None:
     got = matcher_loss_history([tmp_path / "level-2", tmp_path / "level-1"])
     assert got == {1: [], 2: [(5, 0.5)]}
     assert list(got) == [1, 2]
+
+
+class FlatRanker:
+    """A ranker without a tree: the tiny model's predictions, through a wrapper."""
+
+    def __init__(self) -> None:
+        self.inner = tiny_model()
+        self.predict_cfg = self.inner.predict_cfg
+
+    def predict(self, X: sp.csr_matrix, topk: int) -> sp.csr_matrix:
+        return self.inner.predict(X, topk=topk)
+
+
+def test_sampled_splits_and_skipped_levels_say_so(caplog) -> None:
+    split = SplitFeatures(X, Y, pa.array(["a", "b", "c"]))
+    counts = np.ones(4)
+    with caplog.at_level(logging.INFO, logger=diagnostics.log.name):
+        tree = Diagnostics.compute(tiny_model(), counts, {"test": split}, EvalConfig(), max_docs=2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "diagnostics: test split sampled, 2 of 3 documents"
+    ]
+    assert tree.report["n_docs"] == {"test": 2} and len(tree.report["beam_recall"]["test"]) == 2
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=diagnostics.log.name):
+        flat = Diagnostics.compute(FlatRanker(), counts, {"test": split}, EvalConfig())
+    assert [r.getMessage() for r in caplog.records] == [
+        "diagnostics: beam recall and loss per level skipped: the ranker has no tree"
+    ]
+    assert flat.report["n_docs"] == {"test": 3} and flat.report["beam_recall"] == {}

@@ -3,7 +3,9 @@ importance weights, pruning, determinism and degenerate problems."""
 
 from __future__ import annotations
 
+import logging
 import warnings
+from functools import partial
 
 import numba
 import numpy as np
@@ -13,7 +15,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 
 from xmc_core.config import RankerConfig
+from xmc_core.linear import solver
 from xmc_core.linear.solver import train_level
+from xmc_core.progress import RateLog, duration
 
 TIGHT = {"threshold": 0.0, "eps": 1e-9, "max_iter": 100_000}
 
@@ -172,13 +176,17 @@ def test_same_seed_same_weights_any_thread_count() -> None:
 
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
-def test_parents_without_documents_and_nodes_without_positives(loss: str) -> None:
+def test_parents_without_documents_and_nodes_without_positives(loss: str, caplog) -> None:
     X, Y = _problem(6, n=60, k=4)
     Y = Y.tolil()
     Y[:, 1] = 0  # node 1: no positives
     C = sp.csr_matrix((np.ones(4), (np.arange(4), [0, 0, 1, 2])), shape=(4, 3))
     M = sp.csr_matrix((np.ones(60), (np.arange(60), np.arange(60) % 2)), shape=(60, 3))
-    W = train_level(X, Y.tocsr(), C, M, RankerConfig(loss=loss, threshold=0.0))
+    with caplog.at_level(logging.INFO, logger=solver.log.name):
+        W = train_level(X, Y.tocsr(), C, M, RankerConfig(loss=loss, threshold=0.0), what="lvl")
+    assert [r.getMessage() for r in caplog.records] == [
+        "lvl: 1 of 4 nodes skipped (no weights): no training document reaches their parent"
+    ]
     assert W.shape == (31, 4)
     assert W[:, 3].nnz == 0  # parent 2 has no documents
     scores = X @ _dense(W)[:-1, 1] + _dense(W)[-1, 1]
@@ -196,3 +204,27 @@ def test_rejects_malformed_inputs() -> None:
         )
     with pytest.raises(ValueError, match="M has shape"):
         train_level(X, Y, C, M[:10], RankerConfig())
+
+
+def test_long_levels_log_the_nodes_done(monkeypatch, caplog) -> None:
+    X, Y = _problem(8, n=80, k=6)
+    C = sp.csr_matrix((np.ones(6), (np.arange(6), np.arange(6) % 2)), shape=(6, 2))
+    M = sp.lil_matrix((80, 2))
+    M[:, 0], M[:20, 1] = 1, 1  # parent 0 holds every document, parent 1 the first 20
+    cfg = RankerConfig(max_iter=3)
+    quiet = train_level(X, Y, C, M.tocsr(), cfg)
+    ticks = iter(range(10, 1000, 10))  # every clock reading 10 s after the previous one
+    monkeypatch.setattr(solver, "RateLog", partial(RateLog, clock=lambda: next(ticks)))
+    monkeypatch.setattr(solver, "CHUNK_SLOTS", 1)  # one node per chunk: 6 progress updates
+    with caplog.at_level(logging.INFO, logger=solver.log.name):
+        logged = train_level(X, Y, C, M.tocsr(), cfg, what="level 3")
+    # a node every 10 s, the biggest problems first: after 30 s, parent 0's three nodes are
+    # done, the share of the work of their blocks (entries of 80 docs against 20)
+    entries = np.diff(X.indptr)
+    big, small = int(entries.sum()), int(entries[:20].sum())
+    assert 0.7 < big / (big + small) < 0.9
+    assert [r.getMessage() for r in caplog.records] == [
+        f"level 3: 3/6 nodes ({100 * big / (big + small):.0f}% of the work), 0.1 nodes/s, "
+        f"{duration(30 * small / big)} left"
+    ]
+    np.testing.assert_array_equal(quiet.toarray(), logged.toarray())

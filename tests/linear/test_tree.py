@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from functools import partial
+
 import numba
 import numpy as np
 import pytest
@@ -9,7 +12,9 @@ import scipy.sparse as sp
 
 from xmc_core.config import TreeConfig
 from xmc_core.errors import ArtifactError, InputError
+from xmc_core.linear import tree as tree_mod
 from xmc_core.linear.tree import LabelTree, binary_depth, check_chain, tree_depths
+from xmc_core.progress import RateLog
 
 
 def random_z(n_labels: int, n_dims: int = 60, seed: int = 0, zero_rows: float = 0.0):
@@ -231,3 +236,17 @@ def test_top_half_matches_a_stable_sort():
             assert _top_half(scores, n_a, side)
             assert np.array_equal(side, expected)
             assert not _top_half(scores, n_a, side)
+
+
+def test_long_builds_log_the_depths_done(monkeypatch, caplog):
+    z, cfg = random_z(1000, seed=2), TreeConfig(branching=4, max_leaf_size=100)
+    quiet = LabelTree.build(z, cfg)
+    ticks = iter(range(10, 1000, 10))  # every clock reading 10 s after the previous one
+    monkeypatch.setattr(tree_mod, "RateLog", partial(RateLog, clock=lambda: next(ticks)))
+    with caplog.at_level(logging.INFO, logger=tree_mod.log.name):
+        logged = LabelTree.build(z, cfg)
+    # 4 binary depths, 10 s each: after the third, 30 s have passed (0.1 depths/s, 1 left)
+    assert [r.getMessage() for r in caplog.records] == [
+        "label tree of 1,000 labels: 3/4 depths (75%), 0.1 depths/s, 10s left"
+    ]
+    assert all((a != b).nnz == 0 for a, b in zip(quiet.C, logged.C, strict=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -9,6 +11,7 @@ import torch
 
 from xmc_core.config import MatcherConfig
 from xmc_core.errors import ArtifactError
+from xmc_core.transformer import trainer
 from xmc_core.transformer.encoder import TextEncoder, load_tokenizer
 from xmc_core.transformer.head import LevelHead, bootstrap_head
 from xmc_core.transformer.shortlist import LevelProblem
@@ -85,3 +88,78 @@ def test_loss_decreases_over_a_few_steps(tx_encoder_dir, tx_config):
     assert losses[-1] < 0.8 * losses[0]
     assert np.mean(losses[-3:]) < np.mean(losses[3:6]) < np.mean(losses[:3])
     assert all(np.isfinite(losses))
+
+
+class TickingClock:
+    """A fake monotonic clock: every call is ``tick`` seconds after the previous one."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_progress_lines_every_30_s_whatever_eval_every(
+    tx_encoder_dir, tx_config, caplog, monkeypatch
+):
+    texts = [f"topic {i % 4} words alpha beta {i}" for i in range(16)]
+    tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), texts, 16)
+    Y = sp.csr_matrix((np.ones(16), (np.arange(16), np.arange(16) % 4)), shape=(16, 4))
+    Y = Y.astype(np.float32)
+    torch.manual_seed(0)
+    encoder = TextEncoder.load(tx_config.encoder)
+    cfg = MatcherConfig(steps_per_level=8, batch_size=6, eval_every=1000, eval_docs=0, device="cpu")
+    losses: list[float] = []
+    real_step = trainer.LevelLoop.step
+
+    def recording_step(loop: trainer.LevelLoop, rows: np.ndarray) -> float:
+        losses.append(real_step(loop, rows))
+        return losses[-1]
+
+    monkeypatch.setattr(trainer.LevelLoop, "step", recording_step)
+    with caplog.at_level(logging.INFO, logger=trainer.log.name):
+        history = fit_level(
+            encoder, LevelHead(4, encoder.hidden_size), LevelProblem(Y, Y, None, 1.0), tokens,
+            np.arange(16), np.array([], int), cfg, torch.device("cpu"), level=1,
+            what="matcher level 1 (1/2)", clock=TickingClock(12.0),
+        )  # fmt: skip
+    # one clock reading per step, 12 s apart: lines after step 1, then 30 s after each line
+    # (steps 4 and 7), and the last step's evaluation; 6 docs / 12 s = 0.5 docs/s
+    assert [r.getMessage() for r in caplog.records] == [
+        "matcher level 1 (1/2): P@k validation skipped: matcher.eval_docs=0",
+        f"matcher level 1 (1/2): step 1/8 (12%), loss {losses[0]:.4f}, 0.5 docs/s, 1m24s left",
+        f"matcher level 1 (1/2): step 4/8 (50%), loss {np.mean(losses[1:4]):.4f}, 0.5 docs/s, "
+        "48s left",
+        f"matcher level 1 (1/2): step 7/8 (88%), loss {np.mean(losses[4:7]):.4f}, 0.5 docs/s, "
+        "12s left",
+        f"matcher level 1 (1/2): step 8/8 (100%), loss {losses[7]:.4f}, 0.5 docs/s, done in 1m36s",
+    ]
+    assert len(losses) == 8 and losses[0] == pytest.approx(4.0)  # zero head: margin 1, 4 pairs
+    assert history.records[0]["loss"] == pytest.approx(np.mean(losses))  # since the last eval
+
+
+def test_evaluations_log_their_p_at_k_in_the_progress_line(tx_encoder_dir, tx_config, caplog):
+    texts = [f"topic {i % 4} words alpha beta {i}" for i in range(24)]
+    tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), texts, 16)
+    Y = sp.csr_matrix((np.ones(24), (np.arange(24), np.arange(24) % 4)), shape=(24, 4))
+    Y = Y.astype(np.float32)
+    torch.manual_seed(0)
+    encoder = TextEncoder.load(tx_config.encoder)
+    cfg = MatcherConfig(steps_per_level=4, batch_size=8, eval_every=2, device="cpu")
+    with caplog.at_level(logging.INFO, logger=trainer.log.name):
+        history = fit_level(
+            encoder, LevelHead(4, encoder.hidden_size), LevelProblem(Y, Y, None, 1.0), tokens,
+            np.arange(16), np.arange(16, 24), cfg, torch.device("cpu"), level=0,
+        )  # fmt: skip
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(",")[0] for line in lines] == [
+        "matcher level 0: step 1/4 (25%)", "matcher level 0: step 2/4 (50%)",
+        "matcher level 0: step 4/4 (100%)",
+    ]  # fmt: skip
+    for line, record in zip(lines[1:], history.records, strict=True):
+        assert line.endswith(
+            f", P@1 {record['P@1']:.4f}, P@3 {record['P@3']:.4f}, P@5 {record['P@5']:.4f}"
+        )
+    assert "P@" not in lines[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,9 @@ def test_rows_hold_out_and_subsample(tx_config):
     assert np.array_equal(again[0], train)
 
 
-def test_levels_checkpoint_and_resume_after_failure(tmp_path, monkeypatch, inputs, tx_config):
+def test_levels_checkpoint_and_resume_after_failure(
+    tmp_path, monkeypatch, caplog, inputs, tx_config
+):
     tokens, Y, tree = inputs
     levels = matcher_levels(tree, tx_config.matcher)
     assert len(levels) == 2, tree.level_sizes()
@@ -60,8 +63,18 @@ def test_levels_checkpoint_and_resume_after_failure(tmp_path, monkeypatch, input
     monkeypatch.setattr(
         matcher_mod, "fit_level", lambda *a, **k: calls.append(a[-1]) or real(*a, **k)
     )
-    ckpts = train_matcher(tokens, Y, tree, tx_config.encoder, tx_config.matcher, root)
+    with caplog.at_level(logging.INFO, logger=matcher_mod.log.name):
+        ckpts = train_matcher(tokens, Y, tree, tx_config.encoder, tx_config.matcher, root)
     assert calls == [levels[1]]  # level 1 was reused, only level 2 trained
+    sizes = tree.level_sizes()
+    assert levels == [0, 1] and sizes[2] > 16, sizes  # matcher.max_clusters=16
+    messages = [r.getMessage() for r in caplog.records if r.name == matcher_mod.log.name]
+    assert messages[:3] == [
+        f"matcher: level 2 ({sizes[2]} clusters) skipped: more than matcher.max_clusters=16",
+        f"matcher level 0 (1/2): resumed from checkpoint {root / 'level-0'}",
+        f"matcher level 1 (2/2): {sizes[1]} clusters, 6 steps of 8 docs on cpu",
+    ]
+    assert messages[-1].startswith("matcher level 1 (2/2): done in ")
     assert first_meta.stat().st_mtime_ns == stamp
     assert [(c.level, c.n_clusters) for c in ckpts] == [(t, tree.level_sizes()[t]) for t in levels]
     rows, E, P = ckpts[-1].state(tokens.n_docs)

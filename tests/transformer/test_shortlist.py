@@ -10,6 +10,7 @@ from xmc_core.config import MatcherConfig
 from xmc_core.linear.levels import level_targets
 from xmc_core.linear.tree import LabelTree
 from xmc_core.transformer.shortlist import (
+    level_choices,
     level_problem,
     matcher_levels,
     shortlist,
@@ -81,6 +82,21 @@ def test_matcher_levels_selection():
     assert matcher_levels(tree, MatcherConfig(min_clusters=3, max_clusters=3)) == [0]
     assert matcher_levels(tree, MatcherConfig(min_clusters=16, max_clusters=4096)) == [2]
     assert matcher_levels(tree, MatcherConfig(min_clusters=2, max_clusters=2)) == [0]
+
+
+def test_each_level_not_trained_says_why():
+    tree = hand_tree()  # levels of 2 and 4 clusters, then 6 labels
+    assert level_choices(tree, MatcherConfig(min_clusters=3, max_clusters=5)) == [
+        "matcher: level 0 (2 clusters) skipped: fewer than matcher.min_clusters=3",
+        "matcher: level 2 (6 clusters) skipped: more than matcher.max_clusters=5",
+    ]
+    assert level_choices(tree, MatcherConfig(min_clusters=2, max_clusters=6)) == []
+    assert level_choices(tree, MatcherConfig(min_clusters=16, max_clusters=4096)) == [
+        "matcher: level 0 (2 clusters) skipped: fewer than matcher.min_clusters=16",
+        "matcher: level 1 (4 clusters) skipped: fewer than matcher.min_clusters=16",
+        "matcher: level 2 (6 clusters) trained although outside [16, 4,096]: no tree level has "
+        "a cluster count in that range",
+    ]
 
 
 def test_top_clusters_matches_brute_force():

@@ -16,6 +16,7 @@ trained model (the per-level ones for a tree ranker) and saves them with their p
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.atomic import write_json
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from xmc_core.model.contract import Ranker
@@ -260,8 +263,15 @@ class Diagnostics:
             "kmax": kmax, "recall_k": k_recall, "n_docs": {}, "k_curves": {},
             "recall_by_frequency": {}, "beam_recall": {}, "training_loss": {},
         }  # fmt: skip
+        if not tree:
+            log.info("diagnostics: beam recall and loss per level skipped: the ranker has no tree")
         for split, feats in splits.items():
             rows = sample_rows(feats.X.shape[0], max_docs)
+            if len(rows) < feats.X.shape[0]:
+                log.info(
+                    "diagnostics: %s split sampled, %s of %s documents", split,
+                    f"{len(rows):,}", f"{feats.X.shape[0]:,}",
+                )  # fmt: skip
             X, Y = feats.X[rows], feats.Y[rows]
             scores = ranker.predict(X, topk=kmax)
             out["n_docs"][split] = len(rows)

@@ -5,6 +5,7 @@ clusters as extra (matcher-aware) negatives. Its encoder is the fine-tuned trans
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,11 @@ from xmc_core.transformer.ranker import (
     matcher_parent_shortlists,
     ranker_label_features,
 )
-from xmc_core.transformer.shortlist import matcher_levels, top_clusters
+from xmc_core.transformer.shortlist import level_choices, matcher_levels, top_clusters
 from xmc_core.transformer.tokens import TokenizedTexts
 
 NAME = "xr-transformer"
+log = logging.getLogger(__name__)
 key_part.register(EncoderConfig, encoder_fingerprint)  # an encoder is keyed by its files
 
 
@@ -192,6 +194,8 @@ def matcher_graph(
     """The matcher levels, coarse to fine, each resuming from the previous one's checkpoint;
     returns their handles (the last one is the fine-tuned matcher)."""
     checkpoints: list[Any] = []
+    for line in level_choices(run.value(tree), matcher):
+        log.info("%s", line)
     for level in matcher_levels(run.value(tree), matcher):
         checkpoints.append(
             run(

@@ -58,7 +58,7 @@ def fit_level(
         M = binarize(M + extra_parents)
     R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
     start = time.perf_counter()
-    W = train_level(X, targets[t], tree.C[t], M, cfg, R)
+    W = train_level(X, targets[t], tree.C[t], M, cfg, R, what=f"level {t}")
     log.debug(
         "level %d: %d nodes under %d parents, %d (doc, parent) pairs, W nnz %d, %.1f s",
         t, tree.C[t].shape[0], tree.C[t].shape[1], M.nnz, W.nnz, time.perf_counter() - start,

@@ -22,6 +22,7 @@ local blocks with renumbered features, then solves the nodes in parallel (numba 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numba
@@ -30,6 +31,9 @@ import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
+from xmc_core.progress import RateLog
+
+log = logging.getLogger(__name__)
 
 BATCH_ENTRIES = 1 << 22
 """Soft cap per batch of parents on the local row entries and on the weight slots."""
@@ -55,8 +59,10 @@ def train_level(
     M: sp.csr_matrix,
     cfg: RankerConfig,
     R: sp.csr_matrix | None = None,
+    what: str = "rankers",
 ) -> sp.csc_matrix:
-    """Train the rankers of every node of one level.
+    """Train the rankers of every node of one level (a level taking longer than 30 s logs
+    ``what: i/K nodes (pct), rate, time left`` at least every 30 s).
 
     ``X``: csr (n_docs, n_features), rows L2-normalized; ``Y``: csr (n_docs, K) binary
     relevant nodes; ``C``: csr (K, P) binary, one parent per node; ``M``: csr (n_docs, P)
@@ -79,7 +85,16 @@ def train_level(
         float(cfg.bias),
         float(cfg.threshold),
     )
-    pieces = [_train_batch(level, batch, params) for batch in _plan_batches(level)]
+    idle = int(np.count_nonzero(np.diff(level.M.indptr)[level.parent] == 0))
+    if idle:
+        log.info(
+            "%s: %s of %s nodes skipped (no weights): no training document reaches their parent",
+            what, f"{idle:,}", f"{n_nodes:,}",
+        )  # fmt: skip
+    # a node's work: the entries of its parent's block (the time left follows it, not nodes)
+    total_work = int(_parent_entries(level)[level.parent].sum())
+    progress = RateLog(log, what, total=n_nodes, unit="nodes", total_work=total_work)
+    pieces = [_train_batch(level, batch, params, progress) for batch in _plan_batches(level)]
     return _assemble(pieces, n_features + 1, n_nodes)
 
 
@@ -136,11 +151,9 @@ def _plan_batches(level: _Level) -> list[np.ndarray]:
 
     Parents without children or without documents are left out: their nodes get no weights.
     """
-    row_len = np.diff(level.X.indptr)
     n_parents = level.M.shape[1]
     children = np.bincount(level.parent, minlength=n_parents)
-    cumulative = _offsets(row_len[level.M.indices])
-    nnz = cumulative[level.M.indptr[1:]] - cumulative[level.M.indptr[:-1]]
+    nnz = _parent_entries(level)
     slots = children * (np.minimum(nnz, level.X.shape[1]) + 1)
     batches: list[np.ndarray] = []
     current: list[int] = []
@@ -155,6 +168,12 @@ def _plan_batches(level: _Level) -> list[np.ndarray]:
     if current:
         batches.append(np.array(current, dtype=np.int64))
     return batches
+
+
+def _parent_entries(level: _Level) -> np.ndarray:
+    """Nonzeros of X over the documents of each parent: int64 (P,), the size of its block."""
+    cumulative = _offsets(np.diff(level.X.indptr)[level.M.indices])
+    return cumulative[level.M.indptr[1:]] - cumulative[level.M.indptr[:-1]]
 
 
 def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -196,9 +215,10 @@ def _gather(level: _Level, parents: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _train_batch(
-    level: _Level, parents: np.ndarray, params: tuple
+    level: _Level, parents: np.ndarray, params: tuple, progress: RateLog
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Train the children of ``parents``; returns (nodes, counts, rows, values) in job order."""
+    """Train the children of ``parents``; returns (nodes, counts, rows, values) in job order.
+    Counts the nodes solved into ``progress``."""
     local = _gather(level, parents)
     row_start, indptr, n_local = local[0], local[2], local[7]
     slot_of_parent = np.full(level.M.shape[1], -1, dtype=np.int64)
@@ -208,7 +228,7 @@ def _train_batch(
     # Largest problems first, so the dynamic schedule balances the threads.
     work = (indptr[row_start[1:]] - indptr[row_start[:-1]])[slots]
     order = np.argsort(-work, kind="stable")
-    nodes, slots = nodes[order], slots[order]
+    nodes, slots, work = nodes[order], slots[order], work[order]
     labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
     # Each node gets n_local + 1 output slots (its weights before pruning): solve the nodes in
     # chunks of about CHUNK_SLOTS slots, so a parent with many children and a large feature
@@ -227,6 +247,7 @@ def _train_batch(
             kernels.solve_jobs(jobs, local, labels, params, out_idx, out_val, counts)
         keep = _segments(start[:-1], counts)
         results.append((nodes[chunk], counts, out_idx[keep], out_val[keep]))
+        progress.update(chunk.size, work=int(work[chunk].sum()))
     joined = [np.concatenate(parts) for parts in zip(*results, strict=True)]
     return joined[0], joined[1], joined[2], joined[3]
 

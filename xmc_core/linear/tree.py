@@ -11,6 +11,7 @@ the clusters of a depth and deterministic for any number of threads.
 
 from __future__ import annotations
 
+import logging
 from itertools import pairwise
 from pathlib import Path
 
@@ -21,7 +22,10 @@ import scipy.sparse as sp
 from xmc_core.config import TreeConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.linear._tree_kernels import split_depth, split_jobs
+from xmc_core.progress import RateLog
 from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
+
+log = logging.getLogger(__name__)
 
 
 def binary_depth(n_labels: int, max_leaf_size: int) -> int:
@@ -41,8 +45,9 @@ def tree_depths(n_depths: int, branching: int) -> list[int]:
 
 
 def _split_all(z: sp.csr_matrix, cfg: TreeConfig, n_depths: int) -> list[np.ndarray]:
-    """Run the binary splits; returns ``ptr`` int64 (n_clusters + 1,) per depth 0..D, and the
-    final ``order`` int64 (n_labels,) appended last."""
+    """Run the binary splits (a run longer than 30 s logs the depths done, the rate and the
+    time left); returns ``ptr`` int64 (n_clusters + 1,) per depth 0..D, and the final
+    ``order`` int64 (n_labels,) appended last."""
     indptr = z.indptr.astype(np.int64)
     indices = z.indices.astype(np.int32, copy=False)
     data = z.data.astype(np.float32, copy=False)
@@ -58,12 +63,14 @@ def _split_all(z: sp.csr_matrix, cfg: TreeConfig, n_depths: int) -> list[np.ndar
         np.zeros((n_chunks, n_dims), dtype=np.float32),
         np.empty((n_chunks, n_dims), dtype=np.int64),
     )
+    progress = RateLog(log, f"label tree of {z.shape[0]:,} labels", n_depths, "depths")
     for depth in range(1, n_depths + 1):
         ptr, sizes = ptrs[-1], np.diff(ptrs[-1])
         jobs = split_jobs(cfg.seed, depth, sizes, cfg.kmeans_restarts)
         split_depth(csr, order, ptr, jobs, cfg.kmeans_iter, scratch)
         mids = ptr[jobs[0]] + (sizes[jobs[0]] + 1) // 2
         ptrs.append(np.sort(np.concatenate([ptr, mids])))
+        progress.update(1)
     return [*ptrs, order]
 
 

@@ -141,7 +141,9 @@ class InProcessRunner:
         }
         start = time.perf_counter()
         if stage.writes_folder:
-            with self.store.produce(stage.name, key, log) as tmp:
+            # in this process only these (checkpoint) folders outlive a run
+            name, reused = label or stage.name, "resumed from checkpoint"
+            with self.store.produce(stage.name, key, log, name, reused) as tmp:
                 if tmp is not None:
                     stage.fn(**loaded, out=tmp)
             value = stage.output.load(self.store.path(stage.name, key))

@@ -34,17 +34,20 @@ class ArtifactStore:
 
     @contextmanager
     def produce(
-        self, stage: str, key: str, logger: logging.Logger | logging.LoggerAdapter
-    ) -> Iterator[Path | None]:
+        self, stage: str, key: str, logger: logging.Logger | logging.LoggerAdapter,
+        name: str | None = None, reused: str = "reusing finished artifact",
+    ) -> Iterator[Path | None]:  # fmt: skip
         """Yield a temporary folder to write the artifact into, or None if it is complete.
 
         The folder is renamed into place only when the block finishes without error. A run
         that finds another run writing the same artifact (two flows on one ``work_dir``)
-        waits for it on the writer lock and then reuses its folder.
+        waits for it on the writer lock and then reuses its folder. Log lines start with
+        ``name`` (default: the stage); a complete folder is logged as ``name: <reused> <path>``.
         """
         out = self.path(stage, key)
+        name = name or stage
         if out.is_dir():
-            logger.info("%s: reusing finished artifact %s", stage, out)
+            logger.info("%s: %s %s", name, reused, out)
             yield None
             return
         start = time.perf_counter()
@@ -54,10 +57,10 @@ class ArtifactStore:
                     raise _FinishedMeanwhile
                 yield tmp
         except _FinishedMeanwhile:
-            logger.info("%s: reusing %s, finished by another run meanwhile", stage, out)
+            logger.info("%s: reusing %s, finished by another run meanwhile", name, out)
             yield None
             return
-        logger.info("%s: wrote %s in %.2f s", stage, out, time.perf_counter() - start)
+        logger.info("%s: wrote %s in %.2f s", name, out, time.perf_counter() - start)
 
 
 class _FinishedMeanwhile(Exception):

@@ -98,5 +98,5 @@ def bootstrap_head(
         M.data[:] = 1.0
     X = sp.csr_matrix(E.astype(np.float32, copy=False))
     cfg = RankerConfig(Cp=1.0, Cn=problem.alpha, threshold=0.0, seed=seed)
-    W = train_level(X, problem.Y, C, M, cfg, problem.positive_weight).toarray()
+    W = train_level(X, problem.Y, C, M, cfg, problem.positive_weight, "head bootstrap").toarray()
     return np.ascontiguousarray(W[:h].T, dtype=np.float32), W[h].astype(np.float32) * cfg.bias

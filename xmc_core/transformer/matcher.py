@@ -24,6 +24,7 @@ import torch
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.tree import LabelTree
+from xmc_core.progress import duration
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.storage.atomic import atomic_dir
 from xmc_core.transformer.encoder import (
@@ -38,6 +39,7 @@ from xmc_core.transformer.head import LevelHead, bootstrap_head
 from xmc_core.transformer.shortlist import (
     LevelProblem,
     children_of,
+    level_choices,
     level_problem,
     matcher_levels,
     top_clusters,
@@ -151,24 +153,25 @@ def _train_level(
         encoder, tokenizer = previous.encoder()
         _, E_prev, predicted = previous.state(n)
     problem = level_problem(Y, tree, level, predicted, cfg)
+    what = level_name(tree, level, cfg)
+    log.info(
+        "%s: %s clusters, %d steps of %d docs on %s", what, f"{problem.n_clusters:,}",
+        cfg.steps_per_level, cfg.batch_size, device,
+    )  # fmt: skip
     head = LevelHead(problem.n_clusters, encoder.hidden_size)
     if cfg.bootstrap:
         if E_prev is None:
             E_prev = np.zeros((n, encoder.hidden_size), dtype=np.float32)
-            what = f"matcher level {level}: embedding for the bootstrap"
-            E_prev[train_rows] = _embed(encoder, tokens, train_rows, device, cfg, what)
+            E_prev[train_rows] = _embed(
+                encoder, tokens, train_rows, device, cfg, f"{what}: embedding for the bootstrap"
+            )
         sub = _restrict(problem, train_rows)
         head.set_arrays(*bootstrap_head(E_prev[train_rows], sub, tree.C[level], cfg.seed))
-    history = fit_level(encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level)
-    E = _embed(encoder, tokens, rows, device, cfg, f"matcher level {level}: embedding")
-    W, b = head.arrays()
-    candidates = None
-    if predicted is not None:
-        chosen = sp.csr_matrix(predicted[rows], copy=True)
-        chosen.data[:] = 1.0
-        candidates = children_of(chosen, tree.C[level])
-    P_rows = top_clusters(E, W, b, cfg.beam_size, candidates)
-    P = sp.csr_matrix(_scatter_rows(P_rows, rows, n))
+    history = fit_level(
+        encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level, what=what
+    )
+    E = _embed(encoder, tokens, rows, device, cfg, f"{what}: embedding")
+    P = _predicted(E, head, rows, n, predicted, tree.C[level], cfg.beam_size)
     with atomic_dir(out, overwrite=True) as tmp:
         encoder.cpu().save(tmp / "encoder", tokenizer)
         head.save(tmp / "head.safetensors")
@@ -185,7 +188,7 @@ def _train_level(
                 "history": history.to_json(), "seconds": time.perf_counter() - start,
             },
         )  # fmt: skip
-    log.info("matcher level %d done in %.1f s", level, time.perf_counter() - start)
+    log.info("%s: done in %s", what, duration(time.perf_counter() - start))
     return MatcherCheckpoint.open(out)
 
 
@@ -200,15 +203,26 @@ def train_matcher(
     """Every matcher level, coarse to fine, checkpointed under ``root/level-<t>``; levels with a
     complete checkpoint are reused (resume)."""
     done: list[MatcherCheckpoint] = []
+    for line in level_choices(tree, cfg):
+        log.info("%s", line)
     for level in matcher_levels(tree, cfg):
         folder = Path(root) / f"level-{level}"
         if (folder / "meta.json").is_file():
-            log.info("matcher level %d: reusing checkpoint %s", level, folder)
+            log.info("%s: resumed from checkpoint %s", level_name(tree, level, cfg), folder)
             done.append(MatcherCheckpoint.open(folder))
             continue
         previous = done[-1] if done else None
         done.append(train_matcher_level(tokens, Y, tree, level, previous, encoder_cfg, cfg, folder))
     return done
+
+
+def level_name(tree: LabelTree, level: int, cfg: MatcherConfig) -> str:
+    """``matcher level <t> (<i>/<n>)``: tree level ``t``, the ``i``-th of the ``n`` levels
+    the matcher trains (how its log lines name the level)."""
+    levels = matcher_levels(tree, cfg)
+    if level not in levels:
+        return f"matcher level {level}"
+    return f"matcher level {level} ({levels.index(level) + 1}/{len(levels)})"
 
 
 def _embed(
@@ -220,6 +234,21 @@ def _embed(
     what: str,
 ) -> np.ndarray:
     return embed(encoder, tokens.take(rows), device, cfg.embed_batch_size, cfg.bf16, what)
+
+
+def _predicted(
+    E: np.ndarray, head: LevelHead, rows: np.ndarray, n: int, above: sp.csr_matrix | None,
+    C: sp.csr_matrix, beam_size: int,
+) -> sp.csr_matrix:  # fmt: skip
+    """``P(t)``: csr (n, K), the top ``beam_size`` clusters of documents ``rows`` (embeddings
+    ``E``), among the children (``C``) of their clusters predicted above (None: all)."""
+    W, b = head.arrays()
+    candidates = None
+    if above is not None:
+        chosen = sp.csr_matrix(above[rows], copy=True)
+        chosen.data[:] = 1.0
+        candidates = children_of(chosen, C)
+    return sp.csr_matrix(_scatter_rows(top_clusters(E, W, b, beam_size, candidates), rows, n))
 
 
 def _restrict(problem: LevelProblem, rows: np.ndarray) -> LevelProblem:

@@ -34,6 +34,26 @@ def matcher_levels(tree: LabelTree, cfg: MatcherConfig) -> list[int]:
     return [below[-1]] if below else [0]
 
 
+def level_choices(tree: LabelTree, cfg: MatcherConfig) -> list[str]:
+    """Why the matcher skips each tree level it does not train, and why it trains a level
+    outside ``[min_clusters, max_clusters]`` (when none is inside): one line each, coarse to
+    fine, e.g. ``matcher: level 0 (16 clusters) skipped: fewer than matcher.min_clusters=32``."""
+    chosen = matcher_levels(tree, cfg)
+    lines = []
+    for t, k in enumerate(tree.level_sizes()):
+        if cfg.min_clusters <= k <= cfg.max_clusters and t in chosen:
+            continue
+        if t in chosen:
+            why = f"trained although outside [{cfg.min_clusters:,}, {cfg.max_clusters:,}]: "
+            why += "no tree level has a cluster count in that range"
+        elif k < cfg.min_clusters:
+            why = f"skipped: fewer than matcher.min_clusters={cfg.min_clusters}"
+        else:  # k > max_clusters: every level inside the range is chosen
+            why = f"skipped: more than matcher.max_clusters={cfg.max_clusters}"
+        lines.append(f"matcher: level {t} ({k:,} clusters) {why}")
+    return lines
+
+
 def children_of(parents: sp.csr_matrix, C: sp.csr_matrix) -> sp.csr_matrix:
     """``binarize(S Cᵀ)``: the children (K_{t+1}) of the selected parents ``S`` (n, K_t)."""
     return binarize(sp.csr_matrix(parents) @ sp.csr_matrix(C).T)

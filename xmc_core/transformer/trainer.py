@@ -3,14 +3,16 @@
 AdamW for the encoder, SparseAdam for the head (only shortlisted rows get gradients), linear
 warm-up then linear decay, encoder gradient clipping, bf16 autocast on CUDA. The loss is the
 weighted squared hinge over the shortlisted (document, cluster) pairs, summed per document and
-averaged over the batch. Every ``eval_every`` steps it logs the running loss, the throughput and
-the level's P@1/3/5 on held-out documents.
+averaged over the batch. Every ``eval_every`` steps it records the running loss, the throughput
+and the level's P@1/3/5 on held-out documents; a progress line (step, loss, docs/s, time left)
+is logged after the first step, at least every 30 s and at every evaluation.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +20,7 @@ import torch
 
 from xmc_core.config import MatcherConfig
 from xmc_core.evaluation.metrics import precision_at_k
+from xmc_core.progress import Clock, StepLog
 from xmc_core.transformer.encoder import TextEncoder, autocast, embed
 from xmc_core.transformer.head import LevelHead
 from xmc_core.transformer.shortlist import LevelProblem, top_clusters
@@ -67,86 +70,119 @@ def precision_at(
     return {f"P@{k}": v for k, v in precision_at_k(problem.Y[rows], top, ks).items()}
 
 
+def batches(train_rows: np.ndarray, batch_size: int, seed: int, level: int) -> Iterator[np.ndarray]:
+    """Endless batches of ``batch_size`` rows of ``train_rows``: passes over a fresh permutation
+    drawn from ``(seed, level)``; a pass stops before a short last batch."""
+    rng = np.random.default_rng([seed, level])
+    order, cursor = rng.permutation(train_rows), 0
+    while True:
+        if cursor + batch_size > len(order):
+            order, cursor = rng.permutation(train_rows), 0
+        rows = order[cursor : cursor + batch_size]
+        cursor += len(rows)
+        yield rows
+
+
+class LevelLoop:
+    """The encoder, head, optimizers and schedules of one level: one training step at a time,
+    and validation P@k. Moves ``encoder`` and ``head`` to ``device`` in training mode."""
+
+    def __init__(
+        self, encoder: TextEncoder, head: LevelHead, problem: LevelProblem,
+        tokens: TokenizedTexts, cfg: MatcherConfig, device: torch.device,
+    ) -> None:  # fmt: skip
+        self.encoder, self.head, self.problem, self.tokens = encoder, head, problem, tokens
+        self.cfg, self.device = cfg, device
+        encoder.to(device).train()
+        head.to(device).train()
+        total = cfg.steps_per_level
+        self.opt_enc = torch.optim.AdamW(
+            encoder.parameters(), lr=cfg.encoder_lr, weight_decay=cfg.weight_decay,
+            fused=device.type == "cuda",
+        )  # fmt: skip
+        self.opt_head = torch.optim.SparseAdam(list(head.parameters()), lr=cfg.head_lr)
+        warmup = int(cfg.warmup_fraction * total)
+        self.schedules = [
+            torch.optim.lr_scheduler.LambdaLR(o, lambda s: lr_factor(s, total, warmup))
+            for o in (self.opt_enc, self.opt_head)
+        ]
+
+    def step(self, rows: np.ndarray) -> float:
+        """One optimizer step on documents ``rows``; returns the batch's mean loss."""
+        r, c, y, w = (torch.from_numpy(a).to(self.device) for a in self.problem.pairs(rows))
+        ids, mask = self.tokens.batch(rows, self.device)
+        with autocast(self.device, self.cfg.bf16):
+            emb = self.encoder(ids, mask)
+        loss = squared_hinge(self.head.pair_scores(emb.float(), r, c), y, w) / len(rows)
+        self.opt_enc.zero_grad(set_to_none=True)
+        self.opt_head.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.encoder.parameters(), self.cfg.grad_clip)
+        self.opt_enc.step()
+        self.opt_head.step()
+        for s in self.schedules:
+            s.step()
+        return float(loss.detach())
+
+    def validate(self, val_rows: np.ndarray) -> dict[str, float]:
+        """P@1/3/5 on the held-out documents ``val_rows`` (none: ``{}``)."""
+        if not len(val_rows):
+            return {}
+        cfg = self.cfg
+        E_val = embed(
+            self.encoder, self.tokens.take(val_rows), self.device, cfg.embed_batch_size, cfg.bf16
+        )
+        problem = self.problem
+        val_problem = LevelProblem(
+            problem.Y[val_rows], problem.positive_weight[val_rows], None, 1.0
+        )
+        return precision_at(E_val, self.head, val_problem, np.arange(len(val_rows)))
+
+
 def fit_level(
-    encoder: TextEncoder,
-    head: LevelHead,
-    problem: LevelProblem,
-    tokens: TokenizedTexts,
-    train_rows: np.ndarray,
-    val_rows: np.ndarray,
-    cfg: MatcherConfig,
-    device: torch.device,
-    level: int,
-) -> LevelHistory:
+    encoder: TextEncoder, head: LevelHead, problem: LevelProblem, tokens: TokenizedTexts,
+    train_rows: np.ndarray, val_rows: np.ndarray, cfg: MatcherConfig, device: torch.device,
+    level: int, what: str | None = None, clock: Clock = time.monotonic,
+) -> LevelHistory:  # fmt: skip
     """Fine-tune ``encoder`` and ``head`` in place on ``problem`` for ``cfg.steps_per_level``.
 
     ``tokens`` and ``problem`` are indexed by the same document rows; ``train_rows`` are the
-    documents trained on, ``val_rows`` the held-out ones evaluated.
+    documents trained on, ``val_rows`` the held-out ones evaluated. Logs ``what: step i/n ...``
+    (``what`` defaults to ``matcher level <level>``) after the first step, at least every
+    :data:`~xmc_core.progress.PROGRESS_EVERY_S` seconds of ``clock`` and at every evaluation
+    (with P@k); the history records the loss and docs/s since the previous evaluation.
     """
+    what = what or f"matcher level {level}"
     history = LevelHistory()
     total = cfg.steps_per_level
     if total == 0 or len(train_rows) == 0:
+        why = "matcher.steps_per_level=0" if total == 0 else "no training documents"
+        log.info("%s: training skipped: %s", what, why)
         return history
-    encoder.to(device).train()
-    head.to(device).train()
-    fused = device.type == "cuda"
-    opt_enc = torch.optim.AdamW(
-        encoder.parameters(), lr=cfg.encoder_lr, weight_decay=cfg.weight_decay, fused=fused
-    )
-    opt_head = torch.optim.SparseAdam(list(head.parameters()), lr=cfg.head_lr)
-    warmup = int(cfg.warmup_fraction * total)
-    schedules = [
-        torch.optim.lr_scheduler.LambdaLR(o, lambda s: lr_factor(s, total, warmup))
-        for o in (opt_enc, opt_head)
-    ]
-    rng = np.random.default_rng([cfg.seed, level])
-    order, cursor = rng.permutation(train_rows), 0
-    start = last = time.perf_counter()
+    if not len(val_rows):  # matcher_rows holds out min(eval_docs, n_docs // 10)
+        why = "matcher.eval_docs=0" if cfg.eval_docs == 0 else "fewer than 10 documents"
+        log.info("%s: P@k validation skipped: %s", what, why)
+    loop = LevelLoop(encoder, head, problem, tokens, cfg, device)
+    progress = StepLog(log, what, total, clock=clock)
+    start = last = progress.start
     running, seen, n_steps = 0.0, 0, 0
+    train_batches = batches(train_rows, cfg.batch_size, cfg.seed, level)
     for step in range(total):
-        if cursor + cfg.batch_size > len(order):
-            order, cursor = rng.permutation(train_rows), 0
-        rows = order[cursor : cursor + cfg.batch_size]
-        cursor += len(rows)
-        r, c, y, w = (torch.from_numpy(a).to(device) for a in problem.pairs(rows))
-        ids, mask = tokens.batch(rows, device)
-        with autocast(device, cfg.bf16):
-            emb = encoder(ids, mask)
-        loss = squared_hinge(head.pair_scores(emb.float(), r, c), y, w) / len(rows)
-        opt_enc.zero_grad(set_to_none=True)
-        opt_head.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(encoder.parameters(), cfg.grad_clip)
-        opt_enc.step()
-        opt_head.step()
-        for s in schedules:
-            s.step()
-        running += float(loss.detach())
+        rows = next(train_batches)
+        loss = loop.step(rows)
+        running += loss
         seen += len(rows)
         n_steps += 1
+        now = progress.step(loss, len(rows))
         if (step + 1) % cfg.eval_every == 0 or step + 1 == total:
-            now = time.perf_counter()
-            record = {
-                "step": step + 1,
-                "loss": running / n_steps,
-                "docs_per_s": seen / max(now - last, 1e-9),
-            }
-            if len(val_rows):
-                E_val = embed(
-                    encoder, tokens.take(val_rows), device, cfg.embed_batch_size, cfg.bf16
-                )
-                val_problem = LevelProblem(
-                    problem.Y[val_rows], problem.positive_weight[val_rows], None, 1.0
-                )
-                record |= precision_at(E_val, head, val_problem, np.arange(len(val_rows)))
+            record = {"step": step + 1, "loss": running / n_steps}
+            record["docs_per_s"] = seen / max(now - last, 1e-9)
+            record |= loop.validate(val_rows)
             history.records.append(record)
-            log.info(
-                "matcher level %d (%d clusters): step %d/%d, loss %.4f, %.1f docs/s%s",
-                level, problem.n_clusters, step + 1, total, record["loss"],
-                record["docs_per_s"],
-                "".join(f", {k} {v:.4f}" for k, v in record.items() if k.startswith("P@")),
-            )  # fmt: skip
-            running, seen, n_steps, last = 0.0, 0, 0, time.perf_counter()
+            progress.emit("".join(f", {k} {v:.4f}" for k, v in record.items() if "@" in k))
+            running, seen, n_steps, last = 0.0, 0, 0, clock()
+        elif progress.due():
+            progress.emit()
     history.steps = total
-    history.seconds = time.perf_counter() - start
+    history.seconds = clock() - start
     return history
