@@ -20,6 +20,7 @@ from prefect.runtime import task_run as current_task_run
 
 from tasks.tracking import split_metrics
 from xmc_core.config import XmcConfig
+from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.plots import TITLES
 from xmc_core.evaluation.report import read_json
 from xmc_core.evaluation.run_report import RunReport, build_report, percent_table, png_data_uri
@@ -45,7 +46,10 @@ def gather_report(
     diagnostics = Path(diagnostics_dir)
     summary = read_json(diagnostics / "diagnostics.json")
     plots = []
-    for name, file in summary.get("plots", {}).items():
+    order = [*TITLES]
+    named = summary.get("plots", {})
+    for name in sorted(named, key=lambda n: (order.index(n) if n in order else len(order), n)):
+        file = named[name]
         local = diagnostics / "plots" / file
         image = png_data_uri(local.read_bytes()) if local.is_file() else ""
         plots.append({"title": TITLES.get(name, name), "image": image, "local": str(local)})
@@ -65,6 +69,7 @@ def gather_report(
         run=run,
         diagnostics=summary,
         intake=intake,
+        no_decision=promotion_outcome(cfg, None)[1] if decision is None else "",
     )
 
 

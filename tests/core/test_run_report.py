@@ -122,7 +122,12 @@ def test_percent_table_and_data_uri() -> None:
 
 def test_report_without_registry_tracking_or_extras() -> None:
     report = build_report("r", {"test": {"P@1": 0.5}})
-    assert "Model registry disabled" in report.markdown
+    assert (
+        "## Promotion\n\nModel registry disabled: no version registered, nothing promoted.\n"
+        in (report.markdown)
+    )
+    why = build_report("r", {}, no_decision="not registered: tracking disabled").markdown
+    assert "## Promotion\n\nNot registered: tracking disabled.\n" in why
     assert "Tracking disabled." in report.markdown
     assert "champion" not in report.markdown.split("## Metrics")[1].split("##")[0]
     assert "## Stage timings" not in report.markdown and "## Plots" not in report.markdown

@@ -72,6 +72,7 @@ def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
     assert json.loads(artifacts[METRICS_KEY].data)[0]["test (%)"] == round(100 * p1, 2)
     report = Path(second["outputs"]["report"]).read_text()
     assert "1 drop(s) refused" in report and "not a drop folder" in report
+    assert "## Promotion\n\nNot registered: tracking disabled (tracking.enabled=false).\n" in report
     assert second["intake"]["corpus"] != first["intake"]["corpus"]
     states = {}
     with get_client(sync_client=True) as client:

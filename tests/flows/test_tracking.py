@@ -222,6 +222,8 @@ def test_report_published_as_file_and_prefect_artifacts(run: tuple) -> None:
         image = f"![{TITLES[name]}](data:image/png;base64,{base64.b64encode(png).decode()})"
         assert image in markdown
     assert markdown.count("](data:image/png;base64,") == len(plots) == 4
+    titles = [markdown.index(f"### {TITLES[n]}\n") for n in TITLES if n in plots]
+    assert titles == sorted(titles)  # in the order of TITLES: P@k first
     flt = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts(artifact_filter=flt)}

@@ -97,6 +97,7 @@ def build_report(
     diagnostics: Mapping[str, Any] | None = None,
     champion: Mapping[str, float] | None = None,
     intake: Mapping[str, Any] | None = None,
+    no_decision: str = "",
 ) -> RunReport:
     """The report of one run.
 
@@ -109,7 +110,8 @@ def build_report(
     the run's page on a tracking server, else None), None when tracking is off;
     ``diagnostics``: ``diagnostics.json``;
     ``champion``: the champion's metrics (default: the decision's champion value);
-    ``intake``: what the retrain flow's intake did (``IntakeResult.to_dict()``), None outside it.
+    ``intake``: what the retrain flow's intake did (``IntakeResult.to_dict()``), None outside it;
+    ``no_decision``: why there is no decision (default: the registry is off).
     """
     table = metrics_table(metrics, champion if champion is not None else champion_metrics(decision))
     sections = [
@@ -117,7 +119,7 @@ def build_report(
         intake_section(intake),
         _dataset_section(manifest),
         _metrics_section(table),
-        _decision_section(decision),
+        _decision_section(decision, no_decision),
         _diagnostics_section(diagnostics),
         _timings_section(timings),
         _plots_section(plots),
@@ -184,9 +186,10 @@ def _metrics_section(table: list[dict[str, Any]]) -> str:
     return f"## Metrics\n\n{_table(header, rows)}"
 
 
-def _decision_section(decision: Mapping[str, Any] | None) -> str:
+def _decision_section(decision: Mapping[str, Any] | None, no_decision: str = "") -> str:
     if decision is None:
-        return "## Promotion\n\nModel registry disabled: no version registered, nothing promoted."
+        why = no_decision or "model registry disabled: no version registered, nothing promoted"
+        return f"## Promotion\n\n{why[0].upper()}{why[1:]}."
     name, alias = decision.get("model_name"), decision.get("alias")
     verdict = "**promoted**" if decision.get("promoted") else "**not promoted**"
     head = f"Version {decision.get('version')} of `{name}`: {verdict} to `@{alias}`."
