@@ -20,16 +20,19 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from prefect.states import State
 
 from flows.console import SUMMARY_MARK
 from flows.runtime import config_flow_main, configured
 from flows.stage_runner import PrefectRunner
 from tasks.corpus import synthesize_corpus
+from tasks.outcome import train_state
 from xmc_core.app.entry import run_command
 from xmc_core.app.summary import flow_summary
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.evaluation.diagnostics import MAX_DOCS
+from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import features_summary
 from xmc_core.families.common import DIAGNOSE, EVALUATE
 from xmc_core.families.train import check_corpus, train_graph
@@ -64,7 +67,11 @@ def lifecycle_stages(
     outputs: dict[str, str], cfg: XmcConfig, work: str, intake: dict[str, Any] | None = None
 ) -> dict[str, str]:
     """Train-split evaluation and diagnostics, MLflow tracking and registration, the gated
-    promotion, the run report (Prefect artifacts)."""
+    promotion, the run report (Prefect artifacts) -> more outputs: ``mlflow_run`` (id),
+    ``mlflow_url`` (the run's page on a tracking server), ``model_version`` ("" for each when
+    not tracked or registered), ``promotion_decision`` (``promoted``, ``kept``,
+    ``already-champion``, ``not-promoted``, ``not-registered``) and ``promotion_reason``
+    (one line)."""
     from tasks.registry import promote_candidate
     from tasks.report import publish_report
     from tasks.tracking import log_training_run, stage_timings
@@ -92,22 +99,30 @@ def lifecycle_stages(
     report = publish_report(
         cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs, intake
     )
-    extra = {"evaluation_train": eval_dirs["train"], "diagnostics": diagnostics, "report": report}
-    if tracking:
-        version = str(tracking.get("version") or "")
-        extra |= {"mlflow_run": tracking["run_id"], "model_version": version}
-    return extra
+    promotion, reason = promotion_outcome(cfg, decision)
+    return {
+        "evaluation_train": eval_dirs["train"], "diagnostics": diagnostics, "report": report,
+        "mlflow_run": str(tracking.get("run_id") or ""),
+        "mlflow_url": str(tracking.get("run_url") or ""),
+        "model_version": str(tracking.get("version") or ""),
+        "promotion_decision": promotion, "promotion_reason": reason,
+    }  # fmt: skip
 
 
 @flow(name="train", log_prints=True)
-def train(config_path: str | None = None, overrides: list[str] | None = None) -> dict[str, str]:
-    """Load the config, then run the pipeline on the configured Dask runner."""
+def train(
+    config_path: str | None = None, overrides: list[str] | None = None
+) -> dict[str, str] | State:
+    """Load the config, then run the pipeline on the configured Dask runner; the run logs its
+    summary (:mod:`xmc_core.app.summary`; the command line prints it last) and ends Completed
+    with a message saying the outcome (``P@1 79.33% — version 3 promoted to xmc@champion;
+    MLflow run ...``), tagged with it; its result is the outputs dict, ``summary`` included."""
     start = time.perf_counter()
     cfg = XmcConfig.load(config_path, overrides)
     outputs = configured(train_pipeline, cfg)(cfg)
     summary = flow_summary(outputs, cfg.model.kind, time.perf_counter() - start).format()
     get_run_logger().info("%s", summary, extra={SUMMARY_MARK: True})
-    return {**outputs, "summary": summary}
+    return train_state(cfg, {**outputs, "summary": summary})
 
 
 def main(argv: list[str] | None = None) -> dict[str, str]:

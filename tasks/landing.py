@@ -61,5 +61,5 @@ def take_in_drops(cfg: XmcConfig, work_dir: str) -> dict[str, Any]:
 @task(name="mark-trained", task_run_name="mark-trained")
 def mark_trained(corpus: str, outputs: dict[str, str], work_dir: str) -> str:
     """Record that ``corpus`` is trained (the next run skips it unless a drop arrives)."""
-    details = {k: outputs[k] for k in ("model", "mlflow_run", "model_version") if k in outputs}
+    details = {k: outputs[k] for k in ("model", "mlflow_run", "model_version") if outputs.get(k)}
     return str(intake.mark_trained(corpus_store(work_dir), Path(corpus), details))

@@ -2,8 +2,10 @@
 
 ``log_training_run`` records one MLflow run per training flow run: the full configuration as
 parameters, the metrics of every split, the per-level diagnostics and the stage times as
-metrics, fingerprints as tags, the evaluation and diagnostics files and plots as artifacts, and
-the model itself (``xmc_core.serving.package.log_model``, registered when the registry is on).
+metrics, fingerprints and the Prefect flow run as tags, the corpus as dataset inputs, the
+evaluation and diagnostics files and plots as artifacts, and the model itself
+(``xmc_core.serving.package.log_model``, registered when the registry is on, the new version
+described: see ``tasks.lineage``).
 The global MLflow tracking URI is set only for the duration of the call and restored after.
 """
 
@@ -32,6 +34,7 @@ from prefect.client.schemas.filters import (
 from prefect.runtime import flow_run as current_flow_run
 from prefect.runtime import task_run as current_task_run
 
+from tasks.lineage import describe_version, flow_run_links, log_dataset_inputs, version_description
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.report import read_json
 from xmc_core.model.xmc_model import model_layout
@@ -204,7 +207,8 @@ def run_url(tracking_uri: str, experiment: str, run_id: str) -> str | None:
 
 
 def run_tags(cfg: XmcConfig, outputs: Mapping[str, str]) -> dict[str, str]:
-    """Fingerprints of config, data and code, the model kind and the Prefect flow run."""
+    """Fingerprints of config, data and code, the model kind and the Prefect flow run
+    (:func:`tasks.lineage.flow_run_links`)."""
     folder = Path(outputs["model"])
     kind = model_layout(folder, read_meta(folder, "XmcModel", verify=False))["family"]
     tags = {
@@ -219,11 +223,7 @@ def run_tags(cfg: XmcConfig, outputs: Mapping[str, str]) -> dict[str, str]:
         tags["xmc.git_commit"] = commit
         tags["mlflow.source.git.commit"] = commit
         tags["xmc.git_dirty"] = str(bool(_git("status", "--porcelain", "--untracked-files=no")))
-    flow_run_id = current_flow_run.get_id()
-    if flow_run_id:
-        tags["prefect.flow_run_id"] = str(flow_run_id)
-        tags["prefect.flow_run_name"] = str(current_flow_run.get_name())
-    return tags
+    return tags | flow_run_links()
 
 
 def _git(*args: str) -> str:
@@ -295,12 +295,17 @@ def log_training_run(
         with mlflow.start_run(experiment_id=exp, run_name=name, tags=tags) as run:
             run_id = run.info.run_id
             _log_run_contents(client, run_id, cfg, eval_dirs, timings, diagnostics)
+            log_dataset_inputs(client, run_id, outputs["corpus"])
             registered = cfg.registry.model_name if cfg.registry.enabled else None
             info = log_model(
                 Path(outputs["model"]), cfg, registered_model_name=registered, reuse_identical=True
             )
             artifact_uri = run.info.artifact_uri
     version = info.registered_model_version
+    if version is not None:
+        test = split_metrics(eval_dirs).get("test", {})
+        text = version_description(tags["xmc.model_kind"], outputs["corpus"], test, tags, run_id)
+        describe_version(client, cfg.registry.model_name, str(version), run_id, text)
     result = {
         "run_id": run_id,
         "experiment_id": exp,

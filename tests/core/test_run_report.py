@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from xmc_core.evaluation.run_report import build_report, champion_metrics, metrics_table
+import base64
+
+from xmc_core.evaluation.run_report import (
+    MAX_EMBEDDED_PNG_BYTES,
+    build_report,
+    champion_metrics,
+    metrics_table,
+    percent_table,
+    png_data_uri,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(20))
 
 METRICS = {
     "train": {"P@1": 0.9, "P@3": 0.6, "nDCG@1": 0.9, "R@10": 0.95},
@@ -57,7 +68,10 @@ def test_full_report() -> None:
         manifest=MANIFEST,
         timings={"evaluate": 1.5, "train-level-0": 3.25, "label-tree": 0.0},
         decision=DECISION,
-        plots=[{"name": "k_curves", "local": "/w/plots/k_curves.png", "mlflow": "plots/k.png"}],
+        plots=[
+            {"title": "P@k", "image": png_data_uri(PNG), "local": "/w/plots/k_curves.png"},
+            {"title": "big", "image": "", "local": "/w/plots/big.png"},
+        ],
         run={"run_id": "r1", "experiment_id": "7", "url": "http://h/#/experiments/7/runs/r1"},
         diagnostics={
             "beam_size": 10,
@@ -79,13 +93,41 @@ def test_full_report() -> None:
     timings = md.split("## Stage timings")[1]
     assert timings.index("train-level-0") < timings.index("evaluate") < timings.index("label-tree")
     assert "| **total** | **4.75** |" in md
-    assert "`plots/k.png` | [/w/plots/k_curves.png](/w/plots/k_curves.png)" in md
-    assert "[r1](http://h/#/experiments/7/runs/r1)" in md
+    embedded = "![P@k](data:image/png;base64," + base64.b64encode(PNG).decode() + ")"
+    assert f"### P@k\n\n{embedded}\n\nFile: `/w/plots/k_curves.png`" in md
+    assert "### big\n\nFile: `/w/plots/big.png`" in md and md.count("![") == 1
+    assert "| run | [r1](http://h/#/experiments/7/runs/r1) |" in md
+    assert "mlflow ui" not in md  # a tracking server: the link is enough
+
+
+def test_local_store_gets_the_command_to_see_the_run() -> None:
+    run = {"run_id": "r1", "experiment_id": "7", "tracking_uri": "sqlite:////w/mlflow.db"}
+    md = build_report("r", {"test": {}}, run=run).markdown
+    assert "| run | `r1` |" in md
+    assert (
+        "To see the run: `mlflow ui --backend-store-uri sqlite:////w/mlflow.db`, then open "
+        "http://127.0.0.1:5000/#/experiments/7/runs/r1" in md
+    )
+
+
+def test_percent_table_and_data_uri() -> None:
+    rows = percent_table(metrics_table(METRICS, {"P@1": 0.75}))
+    assert rows[0] == {"metric": "P@1", "train (%)": 90.0, "test (%)": 80.0, "champion (%)": 75.0}
+    assert rows[1] == {"metric": "P@3", "train (%)": 60.0, "test (%)": 50.0, "champion (%)": None}
+    third = percent_table([{"metric": "P@1", "train": 1 / 3, "test": 0.79333, "champion": None}])
+    assert third[0]["train (%)"] == 33.33 and third[0]["test (%)"] == 79.33
+    assert png_data_uri(PNG) == "data:image/png;base64,iVBORw0KGgoAAQIDBAUGBwgJCgsMDQ4PEBESEw=="
+    assert png_data_uri(b"x" * (MAX_EMBEDDED_PNG_BYTES + 1)) == ""
 
 
 def test_report_without_registry_tracking_or_extras() -> None:
     report = build_report("r", {"test": {"P@1": 0.5}})
-    assert "Model registry disabled" in report.markdown
+    assert (
+        "## Promotion\n\nModel registry disabled: no version registered, nothing promoted.\n"
+        in (report.markdown)
+    )
+    why = build_report("r", {}, no_decision="not registered: tracking disabled").markdown
+    assert "## Promotion\n\nNot registered: tracking disabled.\n" in why
     assert "Tracking disabled." in report.markdown
     assert "champion" not in report.markdown.split("## Metrics")[1].split("##")[0]
     assert "## Stage timings" not in report.markdown and "## Plots" not in report.markdown

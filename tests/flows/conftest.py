@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    FlowRunFilter,
+    FlowRunFilterId,
+)
 from prefect.events.worker import EventsWorker
 
 from xmc_core.corpus.synthetic import SyntheticSpec
@@ -47,3 +53,17 @@ def task_states(
             if time.monotonic() > deadline:
                 raise TimeoutError({run.name: run.state_name for run in runs})
             time.sleep(0.2)
+
+
+def flow_run_artifacts(flow_run_id: UUID | str) -> dict[str, Any]:
+    """The artifacts of one flow run by key (the newest of a key)."""
+    flt = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(str(flow_run_id))]))
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=flt)
+    return {a.key: a for a in sorted(found, key=lambda a: a.created)}
+
+
+def flow_run_tags(flow_run_id: UUID | str) -> list[str]:
+    """The tags of one flow run, as the API has them now."""
+    with get_client(sync_client=True) as client:
+        return list(client.read_flow_run(UUID(str(flow_run_id))).tags)

@@ -3,6 +3,7 @@ retrains and reuses the cached per-partition counts of the documents it already 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,8 +19,10 @@ from prefect.client.schemas.filters import (
 from flows.retrain import retrain
 from flows.runtime import prefect_api
 from tasks.landing import INTAKE_KEY
+from tasks.report import METRICS_KEY, REPORT_KEY
 from tests.corpus.helpers import parquet_drop
-from tests.flows.conftest import task_states
+from tests.flows.conftest import flow_run_artifacts, flow_run_tags, task_states
+from xmc_core.corpus import Corpus
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -40,7 +43,8 @@ def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
         parquet_drop(work / "landing", "a", train.slice(0, 300), test)
         first = retrain(None, sets)
         assert first["trained"] and first["intake"]["ingested"] == ["a"]
-        assert retrain(None, sets)["trained"] is False  # trained, nothing new
+        idle = retrain(None, sets, return_state=True)  # trained, nothing new
+        assert idle.result()["trained"] is False
 
         parquet_drop(work / "landing", "b", train.slice(300), test)
         (work / "landing" / "loose.jsonl").write_text("{}\n")  # not a drop: quarantined
@@ -48,8 +52,27 @@ def test_retrain_takes_in_drops_and_reuses_unchanged_partitions(
     second = state.result()
     assert second["trained"] and second["intake"]["ingested"] == ["b"]
     assert state.name == "CompletedWithQuarantine" and "loose.jsonl" in state.message
+    fingerprint = Corpus(first["intake"]["corpus"]).fingerprint[:16]
+    assert idle.message == f"nothing to do: corpus {fingerprint} already trained"
+    assert idle.name == "Completed" and flow_run_tags(idle.state_details.flow_run_id) == [
+        "nothing-to-do"
+    ]
+    p1 = json.loads((Path(second["outputs"]["evaluation"]) / "metrics.json").read_text())["P@1"]
+    assert state.message == (
+        f"P@1 {100 * p1:.2f}% — not registered: tracking disabled (tracking.enabled=false); "
+        "1 drop(s) quarantined: loose.jsonl (reasons: artifact xmc-intake-report, REASON.txt "
+        "in the quarantine folder)"
+    )
+    top = state.state_details.flow_run_id
+    assert sorted(flow_run_tags(top)) == ["not-registered", "quarantined"]
+    assert second["outputs"]["promotion_decision"] == "not-registered"
+    assert second["outputs"]["mlflow_run"] == "" and second["outputs"]["model_version"] == ""
+    artifacts = flow_run_artifacts(top)  # the report on the retrain run, two subflows up
+    assert artifacts[REPORT_KEY].data == Path(second["outputs"]["report"]).read_text()
+    assert json.loads(artifacts[METRICS_KEY].data)[0]["test (%)"] == round(100 * p1, 2)
     report = Path(second["outputs"]["report"]).read_text()
     assert "1 drop(s) refused" in report and "not a drop folder" in report
+    assert "## Promotion\n\nNot registered: tracking disabled (tracking.enabled=false).\n" in report
     assert second["intake"]["corpus"] != first["intake"]["corpus"]
     states = {}
     with get_client(sync_client=True) as client:
@@ -77,7 +100,14 @@ def test_a_run_that_quarantines_a_drop_says_so_in_its_state_and_an_artifact(
     with prefect_api():
         state = retrain(None, [f"work_dir={work}", "tracking.enabled=false"], return_state=True)
     assert state.is_completed() and state.name == "CompletedWithQuarantine"
-    assert "1 drop(s) quarantined: notes.txt" in state.message
+    assert state.message == (
+        f"nothing to do: no training corpus yet (drop one into {work / 'landing'}); "
+        "1 drop(s) quarantined: notes.txt (reasons: artifact xmc-intake-report, REASON.txt in "
+        "the quarantine folder)"
+    )
+    assert sorted(flow_run_tags(state.state_details.flow_run_id)) == [
+        "nothing-to-do", "quarantined",
+    ]  # fmt: skip
     result = state.result()
     assert result["trained"] is False
     assert [q["name"] for q in result["intake"]["quarantined"]] == ["notes.txt"]

@@ -3,6 +3,7 @@ model, then logs it to MLflow (SQLite under a temporary work_dir) and publishes 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from tests.model_helpers import featurize, train_model
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.evaluation.diagnostics import MAX_DOCS
+from xmc_core.evaluation.plots import TITLES
 from xmc_core.families.common import DIAGNOSE, EVALUATE
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -130,7 +132,42 @@ def test_run_records_config_metrics_and_tags(run: tuple) -> None:
     assert tags["xmc.data_fingerprint"] == Corpus(outputs["corpus"]).fingerprint
     assert len(tags["xmc.code_version"]) == 64
     assert tags["xmc.model_kind"] == "xr-linear"
-    assert tags["prefect.flow_run_id"] == str(state.state_details.flow_run_id)
+    flow_run_id = str(state.state_details.flow_run_id)
+    assert tags["prefect.flow_run_id"] == flow_run_id  # the top-level flow run: this one
+    assert tags["prefect.flow_run_name"] and "prefect.subflow_run_id" not in tags
+    assert tags["prefect.flow_run_url"].endswith(f"/runs/flow-run/{flow_run_id}")
+    assert tags["prefect.flow_run_url"].startswith("http")
+
+
+def test_run_records_the_corpus_as_dataset_inputs(run: tuple) -> None:
+    cfg, outputs, state = run
+    mlrun = mlflow_client(cfg).get_run(state.result()["tracking"]["run_id"])
+    corpus = Corpus(outputs["corpus"])
+    found = {}
+    for given in mlrun.inputs.dataset_inputs:
+        context = {t.key: t.value for t in given.tags}["mlflow.data.context"]
+        found[context] = given.dataset
+    assert set(found) == {"training", "evaluation"}
+    assert (
+        found["training"].name == "synthetic/train" and found["evaluation"].name == "synthetic/test"
+    )
+    assert found["training"].digest == corpus.fingerprint[:32]
+    assert json.loads(found["training"].source) == {"uri": str(Path(outputs["corpus"]).resolve())}
+    profile = json.loads(found["evaluation"].profile)
+    assert profile["rows"] == 120 and profile["fingerprint"] == corpus.fingerprint
+
+
+def test_registered_version_has_a_description(run: tuple) -> None:
+    cfg, _, state = run
+    tracking = state.result()["tracking"]
+    version = mlflow_client(cfg).get_model_version(cfg.registry.model_name, tracking["version"])
+    text = version.description
+    p1 = json.loads((Path(state.result()["eval_dirs"]["test"]) / "metrics.json").read_text())["P@1"]
+    assert text.startswith("xr-linear model trained on `synthetic` (corpus fingerprint `")
+    assert f"Test split: P@1 {100 * p1:.2f}%, P@5 " in text
+    assert f"MLflow run: `{tracking['run_id']}`." in text
+    flow_run_id = str(state.state_details.flow_run_id)
+    assert "Prefect flow run: [" in text and f"/runs/flow-run/{flow_run_id})." in text
 
 
 def test_run_holds_artifacts_and_the_model(run: tuple) -> None:
@@ -175,7 +212,18 @@ def test_report_published_as_file_and_prefect_artifacts(run: tuple) -> None:
     markdown = report.read_text()
     assert "## Metrics" in markdown and "| P@1 |" in markdown
     assert "**promoted** to `@champion`" in markdown
-    assert "plots/k_curves.png" in markdown and result["tracking"]["run_id"] in markdown
+    assert result["tracking"]["run_id"] in markdown
+    assert "To see the run: `mlflow ui --backend-store-uri sqlite:///" in markdown
+    assert "mlflow-artifacts:" not in markdown and "file://" not in markdown
+    plots = json.loads((Path(result["diagnostics"]) / "diagnostics.json").read_text())["plots"]
+    for name, file in plots.items():  # every plot embedded byte for byte
+        png = (Path(result["diagnostics"]) / "plots" / file).read_bytes()
+        assert 0 < len(png) < 100_000, (file, len(png))
+        image = f"![{TITLES[name]}](data:image/png;base64,{base64.b64encode(png).decode()})"
+        assert image in markdown
+    assert markdown.count("](data:image/png;base64,") == len(plots) == 4
+    titles = [markdown.index(f"### {TITLES[n]}\n") for n in TITLES if n in plots]
+    assert titles == sorted(titles)  # in the order of TITLES: P@k first
     flt = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts(artifact_filter=flt)}
@@ -183,9 +231,14 @@ def test_report_published_as_file_and_prefect_artifacts(run: tuple) -> None:
     assert artifacts[REPORT_KEY].data == markdown
     assert artifacts[METRICS_KEY].type == "table"
     rows = json.loads(artifacts[METRICS_KEY].data)
-    assert {"metric": "P@1"}.items() <= rows[0].items() and set(rows[0]) == {
-        "metric", "train", "test", "champion",
-    }  # fmt: skip
+    assert set(rows[0]) == {"metric", "train (%)", "test (%)", "champion (%)"}
+    train, test = (
+        json.loads((Path(result["eval_dirs"][s]) / "metrics.json").read_text())["P@1"]
+        for s in SPLITS
+    )
+    assert rows[0]["metric"] == "P@1" and rows[0]["test (%)"] == round(100 * test, 2)
+    assert rows[0]["train (%)"] == round(100 * train, 2) and rows[0]["champion (%)"] is None
+    assert f"| P@1 | {100 * train:.2f} | {100 * test:.2f} |" in markdown
 
 
 def test_diagnostics_folder(run: tuple) -> None:

@@ -1,4 +1,5 @@
-"""The train flow with XR-Linear: a P@1 floor, and a failure at level 2 resumes at level 2."""
+"""The train flow with XR-Linear: a P@1 floor, a failure at level 2 resumes at level 2, and the
+top-level flow run shows the outcome (state message, tags, report artifacts, MLflow links)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 
 import xmc_core.families.common as family_stages
 from flows.runtime import configured, prefect_api
-from flows.train import train_pipeline
-from tests.flows.conftest import task_states
+from flows.train import train, train_pipeline
+from tasks.report import METRICS_KEY, REPORT_KEY
+from tests.flows.conftest import flow_run_artifacts, flow_run_tags, task_states
 from xmc_core.config import XmcConfig
+from xmc_core.model.xmc_model import XmcModel
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -57,3 +60,50 @@ def test_failure_at_level_two_resumes_there(
     outputs = state.result()
     metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
     assert metrics["P@1"] >= 0.6, metrics  # the embedded corpus is learnable (~0.8 at scale 1)
+
+
+def test_the_top_level_run_shows_the_outcome(
+    tmp_path: Path, small_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # tracking under work_dir
+    sets = [f"work_dir={tmp_path}", f"data.dataset={small_corpus}", "dask.n_workers=1", *SETS[2:]]
+    cfg = XmcConfig.load(None, sets)
+    with prefect_api():
+        first = train(None, sets, return_state=True)
+        again = train(None, sets, return_state=True)  # the same model: version 1 again
+    outputs = first.result()
+    run_id, target = outputs["mlflow_run"], f"{cfg.registry.model_name}@{cfg.registry.alias}"
+    assert outputs["model_version"] == "1" and outputs["mlflow_url"] == "" and len(run_id) == 32
+    assert outputs["promotion_decision"] == "promoted"
+    assert outputs["promotion_reason"] == f"version 1 promoted to {target} (no champion before)"
+    assert len(XmcModel.load(Path(outputs["model"])).labels) == 54  # what `xmc predict` loads
+    p1 = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())["P@1"]
+    assert first.message == (
+        f"P@1 {100 * p1:.2f}% — version 1 promoted to {target} (no champion before); "
+        f"MLflow run {run_id}"
+    )
+    top = first.state_details.flow_run_id
+    assert "promoted" in flow_run_tags(top)
+    artifacts = flow_run_artifacts(top)  # on the train flow run itself, not only its subflow
+    assert artifacts[REPORT_KEY].type == "markdown" and artifacts[METRICS_KEY].type == "table"
+    report = artifacts[REPORT_KEY].data
+    assert report == Path(outputs["report"]).read_text()
+    assert report.count("](data:image/png;base64,") == 4 and "mlflow-artifacts:" not in report
+    rows = json.loads(artifacts[METRICS_KEY].data)
+    assert rows[0]["metric"] == "P@1" and rows[0]["test (%)"] == round(100 * p1, 2)
+
+    from mlflow import MlflowClient
+
+    tags = MlflowClient(tracking_uri=cfg.tracking_uri()).get_run(run_id).data.tags
+    assert tags["prefect.flow_run_id"] == str(top) and tags["prefect.flow_run_name"]
+    assert tags["prefect.subflow_run_id"] != str(top)  # the train-pipeline subflow run
+
+    again_out = again.result()
+    assert again_out["model_version"] == "1" and again_out["mlflow_run"] != run_id
+    assert again_out["promotion_decision"] == "already-champion"
+    assert again.message == (
+        f"P@1 {100 * p1:.2f}% — version 1 already holds {target}; "
+        f"MLflow run {again_out['mlflow_run']}"
+    )
+    again_tags = flow_run_tags(again.state_details.flow_run_id)
+    assert "kept-champion" in again_tags and "promoted" not in again_tags

@@ -3,6 +3,7 @@ and the raw-text evaluation the gate compares versions with."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from xmc_core.serving.registry.promotion import (
     promote_version,
     rollback,
 )
+from xmc_core.serving.registry.store import RegistryStore
 
 __all__ = ["gate_dataset", "gate_models", "gate_template"]  # fixtures used by name
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,11 +190,44 @@ def test_gate_first_better_worse(
     assert t[P + "metric"] == "P@1" and float(t[P + "margin"]) == cfg.registry.margin
     assert "< margin" in t[P + "reason"] and t[P + "at"] == worse.at
     assert tags(cfg, "2")[P + "decision"] == "promoted"
-    assert "xmc.eval.test" in tags(cfg, "2")
+    cached = tags(cfg, "2")
+    assert "xmc.eval.test" not in cached  # the figures are an artifact, not a big JSON tag
+    path = cached["xmc.eval_file.test"]
+    assert path.startswith("xmc-eval/version-2/test-") and path.endswith(".json")
+    run_id = client(cfg).get_model_version(NAME, "2").run_id
+    local = client(cfg).download_artifacts(run_id, path, str(tmp_path))
+    entry = json.loads(Path(local).read_text())
+    assert entry["version"] == "2" and entry["metrics"]["P@1"] == pytest.approx(better.new_value)
     text = format_decision(worse)
     assert "version 3 not promoted" in text and f"{100 * worse.new_value:.2f}%" in text
     assert f"{100 * worse.champion_value:.2f}%" in text
     no_stray_store(tmp_path)
+
+
+def test_figures_cached_in_an_old_tag_are_still_used(
+    cfg: XmcConfig, gate_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry written before the figures moved to artifacts: the JSON tag is the cache."""
+    promote_version(cfg, "2")
+    key = registry._eval_key(cfg, gate_dataset)
+    old = json.dumps({"key": key, "metrics": {"P@1": 0.25, "P@3": 0.2}})
+    client(cfg).set_model_version_tag(NAME, "2", "xmc.eval.test", old)
+    evaluated: list[Path] = []
+
+    def counting(model_dir: Path, *args: object) -> dict[str, float]:
+        evaluated.append(model_dir)
+        return evaluate_on_dataset(model_dir, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(evaluation, "evaluate_on_dataset", counting)
+    decision = promote_gated(cfg, "4", gate_dataset)  # 4 is as good as 2: beats 25 % by far
+    assert len(evaluated) == 1  # only version 4; version 2's figures came from its old tag
+    assert decision.promoted and decision.champion_value == 0.25 and decision.previous == "2"
+    assert "xmc.eval_file.test" in tags(cfg, "4") and "xmc.eval.test" in tags(cfg, "2")
+    assert registry.version_metrics(cfg, "2", gate_dataset) == {"P@1": 0.25, "P@3": 0.2}
+    store = RegistryStore(cfg)
+    store.cache_metrics("2", "test", key, {"P@1": 0.5})  # caching again drops the old tag
+    assert "xmc.eval.test" not in tags(cfg, "2")
+    assert store.cached_metrics("2", "test", key) == {"P@1": 0.5}
 
 
 def test_margin_is_respected(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ test figures (once), where the model is, and what the registry did with it.
     xmc run summary: xr-linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
       data      6000 train / 1500 test docs, 957 labels
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
-      model     data/artifacts/model/c8cc6c66...  (xmc predict MODEL docs.txt out.jsonl)
-      mlflow    run c52126dd... http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
-      registry  xmc version 1: promoted to xmc@champion (no champion before)
+      model     data/artifacts/model/c8cc6c66...  (xmc predict data/artifacts/... docs.txt out.jsonl)
+      mlflow    run c52126dd...  http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
+      registry  version 1 promoted to xmc@champion (no champion before)
 """
 
 from __future__ import annotations
@@ -66,19 +66,14 @@ def flow_summary(
 ) -> RunSummary:
     """The summary of a ``train`` flow run from what it returns: ``corpus``, ``evaluation``
     (folder of the test ``metrics.json``), ``model``, and when tracked ``mlflow_run``,
-    ``mlflow_url``, ``model_version``, ``promotion_reason``, ``registered_model``."""
+    ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to xmc@champion ...``)."""
     corpus = Corpus(outputs["corpus"])
     mlflow = ""
     if outputs.get("mlflow_run"):
         mlflow = f"run {outputs['mlflow_run']}"
         if outputs.get("mlflow_url"):
             mlflow += f"  {outputs['mlflow_url']}"
-    registry = ""
-    if outputs.get("model_version"):
-        name = outputs.get("registered_model", "model")
-        registry = f"{name} version {outputs['model_version']}"
-        if outputs.get("promotion_reason"):
-            registry += f": {outputs['promotion_reason']}"
+    registry = outputs.get("promotion_reason", "")
     return RunSummary(
         family=family,
         dataset=str(corpus.path),

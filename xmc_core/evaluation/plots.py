@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 DPI = 100
+TITLES = {
+    "k_curves": "P@k and nDCG@k",
+    "recall_by_frequency": "R@k by label frequency",
+    "beam_recall": "Beam recall per tree level",
+    "training_loss": "Ranker loss per tree level",
+    "matcher_loss": "Matcher training loss",
+}
+"""Title of each plot (by the name :func:`write_plots` gives it) in reports."""
 
 
 def plot_k_curves(curves: Mapping[str, Mapping[str, Sequence[float]]], path: str | Path) -> Path:

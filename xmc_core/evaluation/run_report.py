@@ -2,11 +2,14 @@
 
 Sections: dataset (the corpus manifest), metrics per split against the registered champion,
 the promotion decision, diagnostics per tree level, stage timings, plots and the MLflow run.
+Figures are in percent with two decimals. Plots are embedded as ``data:image/png`` images, so
+the report shows them wherever Markdown is rendered (the Prefect UI included) with no server.
 Nothing here reads files or talks to a server; the caller gathers the data.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +19,10 @@ SPLITS = ("train", "test")
 FAMILIES = ("P", "nDCG", "R", "PSP")
 """Order of the metric families in tables (others follow, in the order first seen)."""
 _METRIC = re.compile(r"(.+)@(\d+)")
+MAX_EMBEDDED_PNG_BYTES = 300_000
+"""Larger plots are not embedded in the report (its local file is still named)."""
+MLFLOW_UI = "http://127.0.0.1:5000"
+"""Where ``mlflow ui`` serves by default (for the command the report prints)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,26 @@ def metrics_table(
     ]
 
 
+def percent_table(table: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`metrics_table` rows for people: ``{"metric", "train (%)", "test (%)",
+    "champion (%)"}``, values in percent rounded to two decimals (None if absent)."""
+    return [
+        {
+            "metric": row["metric"],
+            **{f"{col} (%)": _rounded_pct(row[col]) for col in (*SPLITS, "champion")},
+        }
+        for row in table
+    ]
+
+
+def png_data_uri(png: bytes) -> str:
+    """``data:image/png;base64,...`` of a PNG, or "" when it is over
+    :data:`MAX_EMBEDDED_PNG_BYTES`."""
+    if len(png) > MAX_EMBEDDED_PNG_BYTES:
+        return ""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
 def champion_metrics(decision: Mapping[str, Any] | None) -> dict[str, float]:
     """What a promotion decision says about the champion: ``{metric: champion_value}``."""
     if not decision or decision.get("champion_value") is None:
@@ -70,17 +97,21 @@ def build_report(
     diagnostics: Mapping[str, Any] | None = None,
     champion: Mapping[str, float] | None = None,
     intake: Mapping[str, Any] | None = None,
+    no_decision: str = "",
 ) -> RunReport:
     """The report of one run.
 
     ``metrics``: ``{split: {name: value}}``; ``manifest``: the corpus ``manifest.json``;
     ``timings``: wall seconds per stage; ``decision``: the promotion decision (keys model_name,
     alias, version, previous, metric, new_value, champion_value, margin, promoted, reason), None
-    when the registry is off; ``plots``: ``[{"name", "local", "mlflow"}]`` paths;
-    ``run``: MLflow run fields (run_id, experiment_id, artifact_uri, model_uri, version,
-    tracking_uri, url), None when tracking is off; ``diagnostics``: ``diagnostics.json``;
+    when the registry is off; ``plots``: ``[{"title", "image", "local"}]``: its title, the PNG
+    as a data URI (:func:`png_data_uri`, "" to show only the path) and its local path;
+    ``run``: MLflow run fields (run_id, experiment_id, model_uri, version, tracking_uri, url:
+    the run's page on a tracking server, else None), None when tracking is off;
+    ``diagnostics``: ``diagnostics.json``;
     ``champion``: the champion's metrics (default: the decision's champion value);
-    ``intake``: what the retrain flow's intake did (``IntakeResult.to_dict()``), None outside it.
+    ``intake``: what the retrain flow's intake did (``IntakeResult.to_dict()``), None outside it;
+    ``no_decision``: why there is no decision (default: the registry is off).
     """
     table = metrics_table(metrics, champion if champion is not None else champion_metrics(decision))
     sections = [
@@ -88,7 +119,7 @@ def build_report(
         intake_section(intake),
         _dataset_section(manifest),
         _metrics_section(table),
-        _decision_section(decision),
+        _decision_section(decision, no_decision),
         _diagnostics_section(diagnostics),
         _timings_section(timings),
         _plots_section(plots),
@@ -155,9 +186,10 @@ def _metrics_section(table: list[dict[str, Any]]) -> str:
     return f"## Metrics\n\n{_table(header, rows)}"
 
 
-def _decision_section(decision: Mapping[str, Any] | None) -> str:
+def _decision_section(decision: Mapping[str, Any] | None, no_decision: str = "") -> str:
     if decision is None:
-        return "## Promotion\n\nModel registry disabled: no version registered, nothing promoted."
+        why = no_decision or "model registry disabled: no version registered, nothing promoted"
+        return f"## Promotion\n\n{why[0].upper()}{why[1:]}."
     name, alias = decision.get("model_name"), decision.get("alias")
     verdict = "**promoted**" if decision.get("promoted") else "**not promoted**"
     head = f"Version {decision.get('version')} of `{name}`: {verdict} to `@{alias}`."
@@ -205,28 +237,34 @@ def _timings_section(timings: Mapping[str, float] | None) -> str:
 def _plots_section(plots: Sequence[Mapping[str, str]]) -> str:
     if not plots:
         return ""
-    rows = [
-        [p.get("name", ""), _code(p.get("mlflow", "")), _link(p.get("local", ""))] for p in plots
-    ]
-    return f"## Plots\n\n{_table(['plot', 'MLflow artifact', 'local file'], rows)}"
+    parts = ["## Plots"]
+    for plot in plots:
+        title = plot.get("title", "")
+        parts.append(f"### {title}")
+        if plot.get("image"):
+            parts.append(f"![{title}]({plot['image']})")
+        if plot.get("local"):
+            parts.append(f"File: {_code(plot['local'])}")
+    return "\n\n".join(parts)
 
 
 def _run_section(run: Mapping[str, Any] | None) -> str:
     if not run:
         return "## MLflow\n\nTracking disabled."
+    run_id, url = run.get("run_id"), run.get("url")
     rows = [
-        [
-            "run",
-            _link(run["url"], run.get("run_id")) if run.get("url") else _code(run.get("run_id")),
-        ],
+        ["run", _link(url, run_id) if url else _code(run_id)],
         ["experiment", run.get("experiment_id")],
         ["tracking URI", _code(run.get("tracking_uri"))],
-        ["artifacts", _code(run.get("artifact_uri"))],
         ["model", _code(run.get("model_uri"))],
         ["registered version", run.get("version")],
     ]
     body = _table(["", "value"], [r for r in rows if r[1] not in (None, "", "``")])
-    return f"## MLflow\n\n{body}"
+    if url or not run.get("tracking_uri"):
+        return f"## MLflow\n\n{body}"
+    page = f"{MLFLOW_UI}/#/experiments/{run.get('experiment_id')}/runs/{run_id}"
+    see = f"To see the run: `mlflow ui --backend-store-uri {run['tracking_uri']}`, then open {page}"
+    return f"## MLflow\n\n{body}\n\n{see}"
 
 
 def _splits_first(per_split: Mapping[str, Any]) -> list[str]:
@@ -251,6 +289,10 @@ def _pct(value: Any, signed: bool = False) -> str:
     if isinstance(value, int | float):
         return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
     return str(value)
+
+
+def _rounded_pct(value: float | None) -> float | None:
+    return None if value is None else round(100 * value, 2)
 
 
 def _level_value(values: Sequence[float], t: int, pct: bool) -> str:

@@ -5,10 +5,11 @@ The serving alias (``registry.alias``, e.g. ``champion``) names exactly one vers
 *same* held-out split of one dataset, from raw text (``serving.evaluation``), and moves the alias
 only when the new version's ``registry.metric`` is at least the holder's plus
 ``registry.margin``. Every decision is recorded as tags on the version it concerns
-(``xmc.promotion.*``), each version's figures are cached as a tag (``xmc.eval.<split>``, keyed by
-the dataset fingerprint, the evaluation settings and the ``xmc_core`` code) so a champion is not
-re-evaluated, and the registered model keeps the alias's recent holders
-(``xmc.alias_history.<alias>``, JSON list, oldest first) for ``rollback``.
+(``xmc.promotion.*``), each version's figures are cached as a JSON artifact of its run (named by
+the tag ``xmc.eval_file.<split>``, keyed by the dataset fingerprint, the evaluation settings and
+the ``xmc_core`` code; see ``store``) so a champion is not re-evaluated, and the registered
+model keeps the alias's recent holders (``xmc.alias_history.<alias>``, JSON list, oldest first)
+for ``rollback``.
 
 Concurrency: every read-compare-set of the alias runs under an exclusive ``fcntl.flock`` on
 ``<mlflow_dir>/locks/registry-<name>-<alias>.lock`` (threads and processes of one machine; a
@@ -54,8 +55,8 @@ def version_metrics(
     cfg: XmcConfig, version: str, dataset: Path, store: RegistryStore | None = None
 ) -> dict[str, float]:
     """All metrics of ``version`` on ``registry.eval_split`` of ``dataset`` (raw text), from the
-    version's ``xmc.eval.<split>`` tag when computed on the same data, settings and code; else
-    evaluated now and cached."""
+    version's cached figures when computed on the same data, settings and code; else evaluated
+    now and cached."""
     store = store or RegistryStore(cfg)
     key = _eval_key(cfg, dataset)
     cached = store.cached_metrics(version, cfg.registry.eval_split, key)

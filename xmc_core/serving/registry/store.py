@@ -5,8 +5,12 @@ One ``RegistryStore`` per (tracking URI, ``registry.model_name``, ``registry.ali
 
 Tags written (all strings):
 
-- version ``xmc.eval.<split>``: JSON ``{"key": {dataset, eval, code}, "metrics": {...}}``, the
-  cached figures of the version on that split;
+- version ``xmc.eval_file.<split>``: where the cached figures of the version on that split are:
+  the path of a JSON artifact ``{"version", "split", "key": {dataset, eval, code}, "metrics"}``
+  of the version's MLflow run (``xmc-eval/version-<v>/<split>-<content hash>.json``, a new file
+  for new content, so a copied registry never sees another's figures); the JSON tag
+  ``xmc.eval.<split>`` of older registries is still read (and dropped when the figures are
+  cached again);
 - version ``xmc.promotion.*``: the last gated or manual decision about the version
   (``decision`` promoted|rejected, ``kind``, ``metric``, ``new``, ``champion``,
   ``champion_version``, ``margin``, ``reason``, ``at``); ``xmc.rollback.from`` / ``.at`` on a
@@ -18,10 +22,12 @@ Tags written (all strings):
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +46,9 @@ if TYPE_CHECKING:
 
 
 EVAL_TAG = "xmc.eval."
+"""Version tag of older registries: the cached figures as JSON (read, no longer written)."""
+EVAL_FILE_TAG = "xmc.eval_file."
+EVAL_DIR = "xmc-eval"
 PROMOTION_TAG = "xmc.promotion."
 ROLLBACK_TAG = "xmc.rollback."
 HISTORY_TAG = "xmc.alias_history."
@@ -294,8 +303,11 @@ class RegistryStore:
         return found[1] if found is not None and found[0] == key else None
 
     def latest_metrics(self, version: str, split: str) -> tuple[dict, dict] | None:
-        """(key, metrics) cached on ``version`` for ``split``, whatever the key; or None."""
-        raw = self.client.get_model_version(self.name, version).tags.get(EVAL_TAG + split)
+        """(key, metrics) cached on ``version`` for ``split``, whatever the key; or None (also
+        when the cache cannot be read: the caller evaluates again)."""
+        found = self.client.get_model_version(self.name, version)
+        path = found.tags.get(EVAL_FILE_TAG + split)
+        raw = self._read_artifact(found.run_id, path) if path else found.tags.get(EVAL_TAG + split)
         if not raw:
             return None
         try:
@@ -307,9 +319,38 @@ class RegistryStore:
     def cache_metrics(
         self, version: str, split: str, key: dict[str, str], metrics: dict[str, float]
     ) -> None:
-        """Store ``metrics`` of ``version`` on ``split`` computed under ``key``."""
-        value = json.dumps({"key": key, "metrics": metrics}, sort_keys=True)
-        self.client.set_model_version_tag(self.name, version, EVAL_TAG + split, value)
+        """Store ``metrics`` of ``version`` on ``split`` computed under ``key``: a JSON artifact
+        of the version's run named by the tag ``xmc.eval_file.<split>`` (a version without a
+        run: the JSON in the tag ``xmc.eval.<split>``, as older registries did)."""
+        entry = {"version": version, "split": split, "key": key, "metrics": metrics}
+        value = json.dumps(entry, sort_keys=True)
+        found = self.client.get_model_version(self.name, version)
+        if not found.run_id:
+            self.client.set_model_version_tag(self.name, version, EVAL_TAG + split, value)
+            return
+        digest = hashlib.sha256(value.encode()).hexdigest()[:16]
+        folder = f"{EVAL_DIR}/version-{version}"
+        with tempfile.TemporaryDirectory(prefix="xmc-eval-") as tmp:
+            file = Path(tmp) / f"{_UNSAFE.sub('_', split)}-{digest}.json"
+            file.write_text(value, encoding="utf-8")
+            self.client.log_artifact(found.run_id, str(file), folder)
+        tag = EVAL_FILE_TAG + split
+        self.client.set_model_version_tag(self.name, version, tag, f"{folder}/{file.name}")
+        if EVAL_TAG + split in found.tags:
+            self.client.delete_model_version_tag(self.name, version, EVAL_TAG + split)
+
+    def _read_artifact(self, run_id: str | None, path: str) -> str | None:
+        """Text of the artifact ``path`` of run ``run_id``; None when it cannot be read."""
+        from mlflow.exceptions import MlflowException
+
+        if not run_id:
+            return None
+        try:
+            with tempfile.TemporaryDirectory(prefix="xmc-eval-") as tmp:
+                local = self.client.download_artifacts(run_id, path, tmp)
+                return Path(local).read_text(encoding="utf-8")
+        except (MlflowException, OSError, UnicodeDecodeError):
+            return None
 
     def record(self, decision: Decision) -> None:
         """Write ``decision`` as tags of the version it concerns."""
