@@ -30,7 +30,7 @@ from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.evaluation.report import features_summary, read_json
 from xmc_core.families.common import DIAGNOSE, EVALUATE, METRICS_FILE
-from xmc_core.families.train import check_corpus, train_graph
+from xmc_core.families.train import check_corpus, check_dataset, train_graph
 
 
 @flow(name="train-pipeline", log_prints=True)
@@ -105,9 +105,16 @@ def train(config_path: str | None = None, overrides: list[str] | None = None) ->
     return configured(train_pipeline, cfg)(cfg)
 
 
+def check_inputs(cfg: XmcConfig) -> None:
+    """Before Prefect starts: ``data.dataset`` (when given) is a dataset folder whose kind
+    ``model.kind`` can train on (its manifest alone is read)."""
+    if cfg.data.dataset is not None:
+        check_dataset(cfg.data.dataset, cfg)
+
+
 def main(argv: list[str] | None = None) -> dict[str, str]:
     """Command line: run the train flow."""
-    return config_flow_main(train, __doc__ or "", argv)
+    return config_flow_main(train, __doc__ or "", argv, check=check_inputs)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from xmc_core.config_errors import plain_error
 from xmc_core.errors import XmcError
+from xmc_core.storage.folder_swap import FolderExists
 
 EXIT_ERROR = 2
 """Exit status of a command that failed on an expected error."""
@@ -65,7 +66,12 @@ def error_text(err: BaseException, writing: Path | None = None) -> str | None:
     """
     if isinstance(err, XmcError):
         return str(err)
-    if isinstance(err, FileExistsError):  # atomic_dir: "<target> already exists (pass ...)"
+    if isinstance(err, FolderExists):  # an output folder of `xmc train|ingest|synth`
+        what = "appeared while this run wrote it" if err.appeared else "already exists"
+        return (
+            f"{err.target} {what}\n  fix: pass --overwrite to replace it, or choose another folder"
+        )
+    if isinstance(err, FileExistsError):
         if err.errno is None:
             return str(err)
         return f"already exists ({err.filename})\n  fix: remove it, or choose another path"
