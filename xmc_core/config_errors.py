@@ -208,8 +208,10 @@ def mistake(
         return Mistake(path, text, *_value_hint(path, value))
     if kind in _BOUNDS:
         name, words = _BOUNDS[kind]
-        text = f"{key} must be {words} {ctx[name]}, got {shown(value)}"
-        return Mistake(path, text, None, set_to(f"a value {words} {ctx[name]}"))
+        bound = ctx[name]
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        text = f"{key} must be {words} {bound}, got {shown(value)}"
+        return Mistake(path, text, None, set_to(f"a value {words} {bound}"))
     if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
         return Mistake(path, f"{key} must not be empty", None, fix)
     if kind == "string_pattern_mismatch":
