@@ -35,9 +35,9 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     or not a dataset or of a kind ``model.kind`` cannot train on; an existing ``model_dir``
     (without ``overwrite``), a link or file there, or one that cannot be created.
     """
-    check_dataset(dataset, cfg)
     require_writable(Path(model_dir), folder=True)
     check_dir_target(Path(model_dir), overwrite)
+    check_dataset(dataset, cfg)
     outputs = train_in_process(Corpus(dataset), cfg)
     model, metrics = outputs["model"], outputs["evaluation"].values
     with atomic_dir(model_dir, overwrite=overwrite) as tmp:
