@@ -58,12 +58,14 @@ def test_a_dataset_or_a_part_given_as_the_model(
     (part / "meta.json").write_text(json.dumps({"class": "XRLinearModel"}))
     assert error_lines(capsys, "predict", str(part), "-", "-") == [
         f"error: {part} is not an xmc model folder "
-        "(it holds a saved XRLinearModel, a part of a model or another artifact)",
+        f"({part / 'meta.json'} names a saved XRLinearModel, "
+        "a part of a model or another artifact)",
         "  fix: give the model folder (the one whose meta.json says XmcModel)",
     ]
     (tmp_path / "empty").mkdir()
     assert error_lines(capsys, "serve", str(tmp_path / "empty")) == [
-        f"error: {tmp_path / 'empty'} is not an xmc model folder (no meta.json)",
+        f"error: {tmp_path / 'empty'} is not an xmc model folder "
+        f"({tmp_path / 'empty' / 'meta.json'} is missing)",
         FIX_MODEL,
     ]
 

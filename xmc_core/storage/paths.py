@@ -34,10 +34,23 @@ def meta_class(path: Path) -> str | None:
         return None
 
 
+def _exists(path: Path) -> bool | None:
+    """Whether ``path`` exists (a link counts); None when this user cannot tell (EACCES...):
+    the reader then reports the real error."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return None
+    return True
+
+
 def _missing_or_file(path: Path) -> str | None:
-    if not os.path.lexists(path):
+    exists = _exists(path)
+    if exists is False:
         return "no such folder"
-    if not path.is_dir():
+    if exists and not path.is_dir():
         return "it is a file, not a folder" if path.exists() else "it is a broken link"
     return None
 
@@ -50,22 +63,22 @@ def require_model_folder(path: Path, shown: str | None = None) -> None:
     why = _missing_or_file(path)
     if why is not None:
         raise PathError(shown, f"no model at {shown}", why, _FIX_MODEL)
-    cls = meta_class(path / META)
-    if cls == MODEL_CLASS:
-        return
     what = f"{shown} is not an xmc model folder"
+    meta = path / META
+    if _exists(meta) is not False:  # damaged or unreadable: the reader names what is wrong
+        cls = meta_class(meta)
+        if cls is None or cls == MODEL_CLASS:
+            return
+        raise PathError(
+            shown, what, f"{meta} names a saved {cls}, a part of a model or another artifact",
+            "give the model folder (the one whose meta.json says XmcModel)",
+        )  # fmt: skip
     if (path / MANIFEST).is_file():
         raise PathError(
             shown, what, f"it is a dataset folder: {MANIFEST}, no {META}",
             f"give a model folder; to train one on this dataset: xmc train {shown} MODEL_DIR",
         )  # fmt: skip
-    if cls is not None:
-        raise PathError(
-            shown, what, f"it holds a saved {cls}, a part of a model or another artifact",
-            "give the model folder (the one whose meta.json says XmcModel)",
-        )  # fmt: skip
-    why = f"no {META}" if not (path / META).exists() else f"{META} is not a model's"
-    raise PathError(shown, what, why, _FIX_MODEL)
+    raise PathError(shown, what, f"{meta} is missing", _FIX_MODEL)
 
 
 def require_dataset_folder(path: Path, shown: str | None = None) -> None:
@@ -76,7 +89,7 @@ def require_dataset_folder(path: Path, shown: str | None = None) -> None:
     why = _missing_or_file(path)
     if why is not None:
         raise PathError(shown, f"no dataset at {shown}", why, fix + ", or check the path")
-    if (path / MANIFEST).is_file():
+    if _exists(path / MANIFEST) is not False:  # unreadable: the reader says so
         return
     what = f"{shown} is not a dataset folder"
     if meta_class(path / META) == MODEL_CLASS:
