@@ -17,6 +17,7 @@ from flows.stage_runner import PrefectRunner
 from xmc_core.app.entry import run_command
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.reader import read_manifest
 from xmc_core.families.featurize import featurize_graph
 
 
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     args = parser.parse_args(argv)
     quiet_terminal(args.verbose)
     checked_config(args.config, args.overrides)
+    read_manifest(Path(args.dataset))  # a dataset folder, before Prefect starts
     with prefect_api():
         result = featurize(args.dataset, args.config, args.overrides)
     for name, path in result.items():

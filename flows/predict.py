@@ -33,9 +33,11 @@ from tasks.predict import (
 from xmc_core.app.entry import run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.reader import read_manifest, require_split
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.errors import InputError
+from xmc_core.errors import InputError, PathError
 from xmc_core.serving.resolve import find_model_folder, is_uri
+from xmc_core.storage.paths import require_writable
 
 
 @flow(name="predict-pipeline", log_prints=True)
@@ -82,13 +84,21 @@ def _abs(path: str) -> str:
     return str(Path(path).resolve())
 
 
-def _check_inputs(model: str, source: str) -> None:
-    """A missing model folder or source is one clear error before Prefect starts (a URI is
+def _check_inputs(model: str, source: str, output: str, split: str) -> None:
+    """A missing model folder or source, a folder that is not a dataset, a split it lacks or
+    an output that cannot be written is one clear error before Prefect starts (a URI is
     resolved inside the flow)."""
     if not is_uri(model):
         find_model_folder(Path(model).resolve(), model)
-    if not Path(source).exists():
-        raise InputError(source, "no such dataset folder or text file", "check the path")
+    if Path(source).is_dir():
+        read_manifest(Path(source))
+        require_split(Path(source), split)
+    elif not Path(source).exists():
+        raise PathError(
+            source, f"no input at {source}", "no such file or folder",
+            "give a dataset folder or a text file (one document a line)",
+        )  # fmt: skip
+    require_writable(Path(output))
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -105,8 +115,8 @@ def main(argv: list[str] | None = None) -> str:
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     quiet_terminal(args.verbose)
-    checked_config(args.config, args.overrides)
-    _check_inputs(args.model, args.source)
+    cfg = checked_config(args.config, args.overrides)
+    _check_inputs(args.model, args.source, args.output, args.split or cfg.eval.split)
     start = time.perf_counter()
     with prefect_api():
         result = predict(

@@ -6,7 +6,7 @@ import argparse
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -54,18 +54,27 @@ def checked_config(config_path: str | None, overrides: list[str] | None) -> XmcC
     return cfg
 
 
-def config_flow_main(flow: Flow[Any, Any], doc: str, argv: list[str] | None = None) -> Any:
+def config_flow_main(
+    flow: Flow[Any, Any],
+    doc: str,
+    argv: list[str] | None = None,
+    check: Callable[[XmcConfig], None] | None = None,
+) -> Any:
     """Command line of a flow called as ``flow(config_path, overrides)``: ``--config FILE``,
     ``--set KEY=VALUE`` (repeatable), ``-v``; runs it against :func:`prefect_api` with a quiet
     terminal (:mod:`flows.console`) and ends with the run's summary (its result's ``summary``),
-    or the time it took."""
+    or the time it took.
+
+    ``check``: called with the checked config before Prefect starts (the flow's own inputs)."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     quiet_terminal(args.verbose)
-    checked_config(args.config, args.overrides)
+    cfg = checked_config(args.config, args.overrides)
+    if check is not None:
+        check(cfg)
     start = time.perf_counter()
     with prefect_api():
         result = flow(args.config, args.overrides)

@@ -35,7 +35,7 @@ from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import features_summary
 from xmc_core.families.common import DIAGNOSE, EVALUATE
-from xmc_core.families.train import check_corpus, train_graph
+from xmc_core.families.train import check_corpus, check_dataset, train_graph
 
 
 @flow(name="train-pipeline", log_prints=True)
@@ -125,9 +125,16 @@ def train(
     return train_state(cfg, {**outputs, "summary": summary})
 
 
+def check_inputs(cfg: XmcConfig) -> None:
+    """Before Prefect starts: ``data.dataset`` (when given) is a dataset folder whose kind
+    ``model.kind`` can train on (its manifest alone is read)."""
+    if cfg.data.dataset is not None:
+        check_dataset(cfg.data.dataset, cfg)
+
+
 def main(argv: list[str] | None = None) -> dict[str, str]:
     """Command line: run the train flow."""
-    return config_flow_main(train, __doc__ or "", argv)
+    return config_flow_main(train, __doc__ or "", argv, check=check_inputs)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from xmc_core.config_errors import config_error, mistakes
 from xmc_core.config_io import apply_override, read_yaml
-from xmc_core.errors import InputError
 
 DEFAULT_ROWS_PER_GROUP = 10_000
 """Rows per Parquet row group (= one partition of the pipeline's parallel stages)."""
@@ -147,10 +147,7 @@ class ModelConfig(Section):
 
         known = registry.family_names()
         if kind not in known:
-            raise ValueError(
-                f"unknown model family {kind!r}; known: {', '.join(known)} (a plug-in family "
-                f"needs its module named in ${registry.PLUGINS_ENV})"
-            )
+            raise ValueError(f"unknown model family {kind!r} (known: {', '.join(known)})")
         return kind
 
 
@@ -345,7 +342,11 @@ class XmcConfig(Section):
             section = registry.plugin_section(name)
             if section is None:
                 raise ValueError(f"plugins.{name}: no plug-in family {name!r} is registered")
-            section.model_validate(values)
+            try:
+                section.model_validate(values)
+            except ValidationError as err:  # one line per mistake, named plugins.NAME.KEY
+                found = mistakes(section, err, ("plugins", name))
+                raise ValueError("; ".join(m.text for m in found)) from None
         return self
 
     def plugin(self, name: str) -> Section:
@@ -359,7 +360,10 @@ class XmcConfig(Section):
 
     @classmethod
     def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> XmcConfig:
-        """Read YAML ``path`` (or defaults), apply ``key.sub=value`` overrides, validate."""
+        """Read YAML ``path`` (or defaults), apply ``key.sub=value`` overrides, validate.
+
+        A mistake is a :class:`~xmc_core.errors.ConfigError` naming the key, what it takes and
+        where it was given (the ``--set`` item, or the file and line)."""
         raw: dict[str, Any] = {}
         if path is not None:
             raw = read_yaml(Path(path))
@@ -368,9 +372,8 @@ class XmcConfig(Section):
         try:
             return cls.model_validate(raw)
         except ValidationError as err:
-            where = path if path is not None else "--set " + " ".join(overrides or [])
-            raise InputError(
-                where, f"invalid configuration:\n{err}", "fix the keys named above"
+            raise config_error(
+                cls, err, Path(path) if path is not None else None, overrides or []
             ) from err
 
     def mlflow_dir(self) -> Path:

@@ -41,3 +41,31 @@ class ArtifactError(XmcError):
         if fix:
             msg += f"\n  fix: {fix}"
         super().__init__(msg)
+
+
+class ConfigError(InputError):
+    """Mistakes in a configuration (a YAML file, ``--set``, values built in code).
+
+    ``problem`` holds one line per mistake (``tree.branching must be a whole number, got
+    'abc'``), plus ``  did you mean ...?`` under a single misspelled key; the message ends with
+    the fix. Example::
+
+        config key ranker.negative does not exist (in --set ranker.negative=tfn)
+          did you mean ranker.negatives?
+          fix: the keys of ranker are loss, Cp, Cn, ...
+    """
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.path, self.row, self.problem, self.fix = None, None, problem, fix
+        XmcError.__init__(self, f"{problem}\n  fix: {fix}")
+
+
+class PathError(InputError):
+    """A path a command needs is missing, or is not what the command needs there.
+
+    Reads ``<what> (<why>)`` then the fix, e.g. ``no model at /tmp/m (no such folder)``.
+    """
+
+    def __init__(self, path: str | Path, what: str, why: str, fix: str) -> None:
+        self.path, self.row, self.problem, self.fix = str(path), None, f"{what} ({why})", fix
+        XmcError.__init__(self, f"{what} ({why})\n  fix: {fix}")

@@ -82,5 +82,5 @@ def test_train_predict_evaluate(tmp_path: Path) -> None:
 
 def test_model_commands_fail_clearly(tmp_path: Path) -> None:
     out = xmc("evaluate", str(tmp_path / "missing-model"), str(tmp_path))
-    assert out.returncode == 2 and "meta.json is missing" in out.stderr
+    assert out.returncode == 2 and "no model at" in out.stderr
     assert "Traceback" not in out.stderr

@@ -137,7 +137,7 @@ def test_flow_predict_refuses_bad_counts_and_a_missing_model_before_prefect(tmp_
     assert "argument --topk: must be a whole number >= 1, got '-3'" in proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["p"]  # Prefect's home, made on import
     proc = run([*args, "--topk", "3"], cwd=tmp_path, env=_env(PREFECT_HOME=str(tmp_path / "p")))
-    assert_clear_error(proc, "no such model folder", "xmc train")
+    assert_clear_error(proc, f"no model at {tmp_path / 'm'} (no such folder)", "`xmc train`")
     assert "Starting temporary server" not in proc.stderr  # refused before Prefect starts
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from xmc_core.app import describe_cli
-from xmc_core.app.entry import run_command, whole_count
+from xmc_core.app.entry import positive_number, run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Manifest, Policies
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
@@ -68,14 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--on-unlabeled", choices=["error", "drop", "keep"], default=_S)
     for name in ("id-column", "text-column", "labels-column", "label-sep"):
         ing.add_argument(f"--{name}", default=_S)
-    ing.add_argument("--rows-per-group", type=int, default=_S)
+    ing.add_argument("--rows-per-group", type=whole_count, default=_S)
     ing.add_argument("--overwrite", action="store_true", default=_S)
 
     syn = sub.add_parser("synth", help="write the embedded synthetic corpus as a dataset")
     syn.add_argument("dest", type=Path)
-    syn.add_argument("--scale", type=float, default=_S, help="multiplies the document count")
+    syn.add_argument(
+        "--scale", type=positive_number, default=_S, help="multiplies the document count"
+    )
     syn.add_argument("--seed", type=int, default=_S)
-    syn.add_argument("--rows-per-group", type=int, default=_S)
+    syn.add_argument("--rows-per-group", type=whole_count, default=_S)
     syn.add_argument("--overwrite", action="store_true", default=_S)
 
     describe_cli.add_parsers(sub, _config_args)  # info, inspect, registry, completion

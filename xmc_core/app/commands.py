@@ -19,12 +19,14 @@ from xmc_core.app.summary import RunSummary, data_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
-from xmc_core.errors import InputError, XmcError
+from xmc_core.corpus.reader import read_manifest, require_split
+from xmc_core.errors import PathError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
-from xmc_core.families.train import train_in_process
+from xmc_core.families.train import check_dataset, train_in_process
 from xmc_core.model.xmc_model import XmcModel, save_model_folder
 from xmc_core.storage.atomic import atomic_file
 from xmc_core.storage.folder_swap import check_dir_target
+from xmc_core.storage.paths import require_model_folder, require_writable
 
 _BATCH = DEFAULT_ROWS_PER_GROUP
 """Lines of a text source predicted at once (as the predict flow's chunks, by default)."""
@@ -34,10 +36,13 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     """Featurize, build the tree, train, evaluate on test; save the model folder atomically,
     with its config, test metrics and the dataset it was trained on (``training.json``).
 
-    An existing ``model_dir`` (without ``overwrite``) or a link or file there is refused before
-    the dataset is read, not after the training time is spent.
+    Refused before any work (reading only the dataset's manifest): a dataset that is missing
+    or not a dataset or of a kind ``model.kind`` cannot train on; an existing ``model_dir``
+    (without ``overwrite``), a link or file there, or one that cannot be created.
     """
+    require_writable(Path(model_dir), folder=True)
     check_dir_target(Path(model_dir), overwrite)
+    check_dataset(dataset, cfg)
     start = time.perf_counter()
     corpus = Corpus(dataset)
     outputs = train_in_process(corpus, cfg)
@@ -55,7 +60,11 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
 def evaluate(
     model_dir: Path, dataset: Path, split: str, cfg: XmcConfig, beam: int | None, topk: int | None
 ) -> dict:
-    """Metrics of a saved model on one split of a dataset folder."""
+    """Metrics of a saved model on one split of a dataset folder (the paths and the split are
+    checked before the model is loaded)."""
+    require_model_folder(model_dir)
+    read_manifest(dataset)
+    require_split(dataset, split)
     model = XmcModel.load(model_dir)
     feats = model.encode_split(Corpus(dataset), split)
     metrics = model.evaluate(feats, cfg.eval, beam_size=beam, topk=topk)
@@ -72,8 +81,6 @@ def _predictions(
         feats = model.encode_split(Corpus(source), split)
         yield feats.doc_ids.to_pylist(), model.predict_features(feats.X, topk, beam)
         return
-    if str(source) != "-" and not source.is_file():
-        raise InputError(source, "no such file or dataset folder", "check the path")
     with contextlib.ExitStack() as stack:
         fh = sys.stdin.buffer if str(source) == "-" else stack.enter_context(open(source, "rb"))
         name = "<stdin>" if str(source) == "-" else source
@@ -85,6 +92,24 @@ def _predictions(
                 batch = []
         if batch:
             yield _predict_lines(batch, model, beam, topk)
+
+
+def check_predict_paths(model: Path, source: Path, output: Path, split: str) -> None:
+    """Refuse a model folder, a source or an output a prediction run would fail on, before any
+    work: a missing model or source, a folder that is not a dataset, a split it lacks, an
+    output that cannot be written (``-``: stdin, stdout)."""
+    require_model_folder(model)
+    if str(source) != "-":
+        if Path(source).is_dir():
+            read_manifest(Path(source))
+            require_split(Path(source), split)
+        elif not Path(source).is_file():
+            raise PathError(
+                source, f"no input at {source}", "no such file or folder",
+                "give a dataset folder, a text file (one document a line), or - for stdin",
+            )  # fmt: skip
+    if str(output) != "-":
+        require_writable(Path(output))
 
 
 def _predict_lines(
@@ -119,8 +144,9 @@ def predict(
     ``source`` is a dataset folder (``split`` is read) or a UTF-8 text file, one document a line
     (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout; a
     ``.npz`` path gets the score matrix instead (:func:`write_predictions`). Returns the number
-    of documents.
+    of documents. The model, the source and the output are checked before the model is loaded.
     """
+    check_predict_paths(model_dir, source, output, split)
     model = XmcModel.load(model_dir)
     batches = _predictions(source, split, model, beam, topk)
     return write_predictions(output, model, batches)

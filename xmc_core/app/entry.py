@@ -16,7 +16,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from xmc_core.config_errors import plain_error
 from xmc_core.errors import XmcError
+from xmc_core.storage.folder_swap import FolderExists
 
 EXIT_ERROR = 2
 """Exit status of a command that failed on an expected error."""
@@ -64,12 +66,17 @@ def error_text(err: BaseException, writing: Path | None = None) -> str | None:
     """
     if isinstance(err, XmcError):
         return str(err)
-    if isinstance(err, FileExistsError):  # atomic_dir: "<target> already exists (pass ...)"
+    if isinstance(err, FolderExists):  # an output folder of `xmc train|ingest|synth`
+        what = "appeared while this run wrote it" if err.appeared else "already exists"
+        return (
+            f"{err.target} {what}\n  fix: pass --overwrite to replace it, or choose another folder"
+        )
+    if isinstance(err, FileExistsError):
         if err.errno is None:
             return str(err)
         return f"already exists ({err.filename})\n  fix: remove it, or choose another path"
-    if isinstance(err, ValidationError):
-        return f"invalid values:\n{err}\n  fix: correct the values named above"
+    if isinstance(err, ValidationError):  # options built into a model (IngestOptions, ...)
+        return plain_error(err)
     if isinstance(err, OSError):
         code = _os_error_code(err)
         if code is None:
@@ -105,4 +112,15 @@ def whole_count(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse ``type``: a finite number > 0 (a scale); anything else is a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
     return value

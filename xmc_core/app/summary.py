@@ -4,7 +4,7 @@ test figures (once), where the model is, and what the registry did with it.
     xmc run summary: xr-linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
       data      6000 train / 1500 test docs, 957 labels
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
-      model     data/artifacts/model/c8cc6c66...  (xmc predict data/artifacts/... docs.txt out.jsonl)
+      model     data/artifacts/model/c8cc6c66...  (xmc predict data/artif... docs.txt out.jsonl)
       mlflow    run c52126dd...  http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
       registry  version 1 promoted to xmc@champion (no champion before)
 """

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from xmc_core.corpus.schema import FORMAT_VERSION, LABELS_SCHEMA, SPLITS, Manifest, corpus_schema
 from xmc_core.errors import InputError
-from xmc_core.storage.atomic import finish_interrupted_swap
+from xmc_core.storage.paths import require_dataset_folder
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Corpus:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.manifest = _read_manifest(self.path)
+        self.manifest = read_manifest(self.path)
         self.kind = self.manifest.kind
         self.schema = corpus_schema(self.kind)
         self._files = {split: self._split_files(split) for split in SPLITS}
@@ -154,15 +154,21 @@ def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
     return False
 
 
-def _read_manifest(path: Path) -> Manifest:
-    mpath = path / "manifest.json"
-    finish_interrupted_swap(path)
-    if not path.is_dir():
-        raise InputError(path, "dataset folder does not exist", "ingest one with `xmc ingest`")
-    if not mpath.exists():
+def require_split(path: Path, split: str) -> None:
+    """Refuse a split name the dataset folder ``path`` does not have."""
+    if split not in SPLITS:
         raise InputError(
-            mpath, "manifest.json is missing", "create the dataset with `xmc ingest` (see README)"
+            path,
+            f"has no split {split!r} (a dataset has {' and '.join(SPLITS)})",
+            "pass " + " or ".join(f"--split {s}" for s in SPLITS),
         )
+
+
+def read_manifest(path: Path) -> Manifest:
+    """The checked ``manifest.json`` of the dataset folder ``path`` (the corpus is not read:
+    a cheap check before work starts)."""
+    mpath = path / "manifest.json"
+    require_dataset_folder(path)  # a missing folder, a model, raw files: said as such
     try:
         manifest = Manifest.model_validate(json.loads(mpath.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:

@@ -36,6 +36,7 @@ from xmc_core.corpus.schema import (
 from xmc_core.corpus.values import brief, utf8
 from xmc_core.errors import InputError
 from xmc_core.storage.atomic import atomic_dir, write_json
+from xmc_core.storage.paths import require_writable
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +266,7 @@ class DatasetWriter:
         self._tmp: Path | None = None
 
     def __enter__(self) -> DatasetWriter:
+        require_writable(self.dest, folder=True)
         if self.dest.exists() and not self.overwrite:
             raise InputError(
                 self.dest, "destination already exists", "choose a new folder or pass --overwrite"

@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.reader import read_manifest
 from xmc_core.errors import InputError
 from xmc_core.families.featurize import featurize_graph
 from xmc_core.families.matrices import matrix_graph
@@ -22,11 +24,21 @@ log = logging.getLogger(__name__)
 
 def check_corpus(corpus: Corpus, cfg: XmcConfig) -> None:
     """Refuse, before any work, a corpus the configured family cannot train on."""
+    _check_kind(corpus.path, corpus.kind, cfg)
+
+
+def check_dataset(dataset: Path, cfg: XmcConfig) -> None:
+    """Refuse, before any work and reading only its manifest, a dataset folder that is missing
+    or not a dataset, or whose kind the configured family cannot train on."""
+    _check_kind(Path(dataset), read_manifest(Path(dataset)).kind, cfg)
+
+
+def _check_kind(path: Path, kind: str, cfg: XmcConfig) -> None:
     family = registry.family(cfg.model.kind)
-    if family.needs_text and corpus.kind != "text":
+    if family.needs_text and kind != "text":
         raise InputError(
-            corpus.path,
-            f"{family.name} needs a raw-text corpus, this one is {corpus.kind}",
+            path,
+            f"model.kind {family.name} needs a raw-text corpus, this one is {kind}",
             "pass a text dataset, or set model.kind=xr-linear",
         )
 

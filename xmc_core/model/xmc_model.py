@@ -28,6 +28,7 @@ from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.storage.atomic import atomic_dir, write_json
+from xmc_core.storage.paths import require_model_folder
 
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig, XmcConfig
@@ -295,7 +296,9 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
     """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
     its meta.json (read here with checksums verified, or ``meta`` as the caller read it), for
     either model format."""
-    meta = read_meta(folder, "XmcModel") if meta is None else meta
+    if meta is None:
+        require_model_folder(folder)  # a missing folder, a dataset, ...: said as such
+        meta = read_meta(folder, "XmcModel")
     with meta_fields(folder):
         n_train_docs = int(meta["n_train_docs"])
         version = meta.get("model_format", 1)

@@ -44,6 +44,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError, InputError, XmcError
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.atomic import write_text
+from xmc_core.storage.paths import require_model_folder
 from xmc_core.storage.work_dir import WorkDir
 
 if TYPE_CHECKING:
@@ -362,12 +363,7 @@ def find_model_folder(folder: Path, shown: str | None = None) -> Path:
     """``folder`` itself when it is an ``XmcModel`` folder, else the shallowest one inside it."""
     shown = shown or str(folder)
     if not folder.is_dir():
-        raise InputError(
-            shown,
-            "no such model folder",
-            "give the folder written by `xmc train` or the train flow, or an MLflow URI "
-            "such as models:/NAME@champion",
-        )
+        require_model_folder(folder, shown)  # says what is there instead
     if _meta_class(folder / "meta.json") == MODEL_CLASS:
         return folder
     found = sorted(
@@ -376,12 +372,8 @@ def find_model_folder(folder: Path, shown: str | None = None) -> Path:
         if _meta_class(p) == MODEL_CLASS
     )
     if not found:
-        raise InputError(
-            shown,
-            f"holds no xmc model (no meta.json of class {MODEL_CLASS!r})",
-            "give a model folder written by `xmc train`, or an MLflow model logged by "
-            "xmc_core.serving.package.log_model",
-        )
+        require_model_folder(folder, shown)  # raises, saying what is there instead
+        raise InputError(shown, "holds no xmc model", "give a model folder")
     if len(found) > 1 and found[0][0] == found[1][0]:
         raise InputError(
             shown,

@@ -76,7 +76,20 @@ def _temporaries(target: Path) -> re.Pattern[str]:
     return re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
 
 
+class FolderExists(FileExistsError):
+    """The output folder ``target`` exists and overwriting was not asked for (``appeared``: it
+    appeared while the new one was being written). The message names the ``overwrite``
+    argument; the command lines say ``--overwrite``."""
+
+    def __init__(self, target: Path, appeared: bool = False) -> None:
+        self.target, self.appeared = target, appeared
+        how = " appeared while it was being written and was left as it is" if appeared else ""
+        super().__init__(f"{target}{how or ' already exists'} (pass overwrite to replace it)")
+
+
 def check_dir_target(target: Path, overwrite: bool) -> None:
+    """Refuse an output folder ``target`` that is a link or a file, or (without
+    ``overwrite``) that exists."""
     try:
         st = os.lstat(target)
     except FileNotFoundError:
@@ -90,7 +103,7 @@ def check_dir_target(target: Path, overwrite: bool) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(target, "exists and is not a folder", "remove it or choose another path")
     if not overwrite:
-        raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
+        raise FolderExists(target)
 
 
 def lock(target: Path, wait: bool) -> int | None:
@@ -138,10 +151,7 @@ def clear_stale(target: Path) -> None:
 
 
 def _appeared(target: Path) -> FileExistsError:
-    return FileExistsError(
-        f"{target} appeared while it was being written and was left as it is "
-        "(pass overwrite to replace it)"
-    )
+    return FolderExists(target, appeared=True)
 
 
 def publish(tmp: Path, target: Path, overwrite: bool) -> None:
