@@ -34,5 +34,6 @@ def promote_candidate(cfg: XmcConfig, version: str, dataset: str) -> dict[str, A
         decision = not_promoted(cfg, version, "promotion disabled (registry.promote=false)")
     else:
         decision = promote_gated(cfg, version, Path(dataset))
-    log.info("%s", format_decision(decision))
+    # what happened, in one line: the figures are in the run's summary, state message and report
+    log.info("%s", format_decision(decision).splitlines()[0])
     return decision.model_dump()

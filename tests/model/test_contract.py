@@ -24,7 +24,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.errors import ArtifactError
+from xmc_core.errors import ArtifactError, PathError
 from xmc_core.families.train import train_in_process
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
@@ -128,7 +128,7 @@ def test_corrupt_or_foreign_folder_is_refused(trained: tuple, tmp_path: Path) ->
     damaged.write_bytes(damaged.read_bytes()[:40])
     with pytest.raises(ArtifactError, match=re.escape(damaged.name)):
         XmcModel.load(tmp_path / "m", device="cpu")
-    with pytest.raises(ArtifactError, match=r"labels/meta\.json"):  # a part is no model
+    with pytest.raises(PathError, match=r"labels/meta\.json names a saved LabelIndex"):  # a part
         XmcModel.load(tmp_path / "m" / "labels")
     outputs["model"].save(tmp_path / "n")
     meta_path = tmp_path / "n" / "meta.json"

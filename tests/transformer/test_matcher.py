@@ -63,6 +63,7 @@ def test_levels_checkpoint_and_resume_after_failure(
     monkeypatch.setattr(
         matcher_mod, "fit_level", lambda *a, **k: calls.append(a[-1]) or real(*a, **k)
     )
+    caplog.clear()  # the first run's lines, captured when another test set xmc_core to INFO
     with caplog.at_level(logging.INFO, logger=matcher_mod.log.name):
         ckpts = train_matcher(tokens, Y, tree, tx_config.encoder, tx_config.matcher, root)
     assert calls == [levels[1]]  # level 1 was reused, only level 2 trained

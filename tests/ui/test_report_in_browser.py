@@ -26,6 +26,7 @@ import pytest
 from tasks.report import REPORT_KEY
 from tests.integration.servers import BIN, REPO, background, base_env, free_port, wait_http
 from tests.ui.cdp import Chromium
+from xmc_core.evaluation.plots import TITLES
 
 TITLE = "xmc xr-linear training run"
 SETS = ["data.synthetic_scale=0.05", "data.rows_per_group=150"]
@@ -145,7 +146,8 @@ def test_report_renders_with_its_plots(trained: dict[str, Any], tmp_path: Path, 
         assert rows["metric (%)"][:2] == ["train", "test"], rows
         assert sorted(rows["P@1"][:2]) == p_at_1, rows  # train and test, as in metrics.json
         images = {i["alt"]: i for i in state["images"]}
-        assert sorted(images) == sorted(plots["plots"]), state["images"]
+        # one image per plot, its alt text the plot's title
+        assert sorted(images) == sorted(TITLES[name] for name in plots["plots"]), state["images"]
         for name, image in images.items():
             assert image["scheme"] == "data" and image["shown"], (name, image)
             assert image["complete"] and image["width"] > 0, (name, image)

@@ -16,6 +16,7 @@ from typing import Any
 from xmc_core.app.completion import SHELLS, script
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
+from xmc_core.storage.paths import require_dataset_folder
 
 COMMANDS = ("info", "inspect", "registry", "completion")
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     elif (args.path / "manifest.json").is_file():
         _print_dataset(args.path, args.json)
     elif not args.path.exists():
-        raise InputError(args.path, "no such folder", "give a dataset folder or a model folder")
+        require_dataset_folder(args.path)  # says there is no dataset there, and how to make one
     else:
         raise InputError(
             args.path,

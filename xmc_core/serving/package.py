@@ -9,9 +9,13 @@ requirements taken from the running environment (no dependency inference, no net
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -154,7 +158,26 @@ def register_version(
             log.info("model %s is version %d of %s already: no new version", folder, same, name)
             return same
         tags = {FINGERPRINT_TAG: fingerprint, PROCESS_TAG: process_identity()}
-        return int(mlflow.register_model(info.model_uri, name, tags=tags).version)
+        with _without_registration_notices():
+            version = int(mlflow.register_model(info.model_uri, name, tags=tags).version)
+        log.info("registered %s as version %d of %s", folder, version, name)
+        return version
+
+
+_NOTICES = ("Successfully registered model ", "Created version ")
+
+
+@contextlib.contextmanager
+def _without_registration_notices() -> Iterator[None]:
+    """MLflow prints ``Successfully registered model 'xmc'.`` and ``Created version '3' of
+    model 'xmc'.`` straight to stderr; they are dropped (the caller logs one line), anything
+    else MLflow writes to stderr meanwhile (a warning) is passed on."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer):
+        yield
+    kept = [line for line in buffer.getvalue().splitlines() if not line.startswith(_NOTICES)]
+    if kept:
+        print("\n".join(kept), file=sys.stderr)
 
 
 def _identical_version(cfg: XmcConfig, fingerprint: str) -> int | None:
