@@ -30,12 +30,12 @@ from tasks.predict import (
     resolve_model,
     write_output,
 )
+from xmc_core.app.commands import check_source
 from xmc_core.app.entry import run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.reader import read_manifest, require_split
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.errors import InputError, PathError
+from xmc_core.errors import InputError
 from xmc_core.serving.resolve import find_model_folder, is_uri
 from xmc_core.storage.paths import require_writable
 
@@ -90,14 +90,7 @@ def _check_inputs(model: str, source: str, output: str, split: str) -> None:
     resolved inside the flow)."""
     if not is_uri(model):
         find_model_folder(Path(model).resolve(), model)
-    if Path(source).is_dir():
-        read_manifest(Path(source))
-        require_split(Path(source), split)
-    elif not Path(source).exists():
-        raise PathError(
-            source, f"no input at {source}", "no such file or folder",
-            "give a dataset folder or a text file (one document a line)",
-        )  # fmt: skip
+    check_source(Path(source), split)
     require_writable(Path(output))
 
 

@@ -100,16 +100,23 @@ def check_predict_paths(model: Path, source: Path, output: Path, split: str) -> 
     output that cannot be written (``-``: stdin, stdout)."""
     require_model_folder(model)
     if str(source) != "-":
-        if Path(source).is_dir():
-            read_manifest(Path(source))
-            require_split(Path(source), split)
-        elif not Path(source).is_file():
-            raise PathError(
-                source, f"no input at {source}", "no such file or folder",
-                "give a dataset folder, a text file (one document a line), or - for stdin",
-            )  # fmt: skip
+        check_source(Path(source), split, stdin=True)
     if str(output) != "-":
         require_writable(Path(output))
+
+
+def check_source(source: Path, split: str, stdin: bool = False) -> None:
+    """Refuse a prediction source before any work: neither a dataset folder (holding
+    ``split``) nor a text file. ``stdin``: the fix mentions ``-`` (the command reads stdin)."""
+    if source.is_dir():
+        read_manifest(source)
+        require_split(source, split)
+    elif not source.is_file():
+        accepted = "a dataset folder, a text file (one document a line)"
+        raise PathError(
+            source, f"no input at {source}", "no such file or folder",
+            f"give {accepted}, or - for stdin" if stdin else f"give {accepted}",
+        )  # fmt: skip
 
 
 def _predict_lines(
