@@ -22,6 +22,7 @@ from prefect.runtime import flow_run as current_flow_run
 from prefect.utilities.urls import url_for
 
 from xmc_core.corpus import Corpus
+from xmc_core.evaluation.metrics import metric_line
 
 DATASET_CONTEXTS = {"train": "training", "test": "evaluation"}
 """MLflow input context of each corpus split."""
@@ -99,11 +100,7 @@ def version_description(
     :func:`flow_run_links`) and MLflow run."""
     corpus = Corpus(corpus_dir)
     folder = Path(corpus_dir).resolve()
-    figures = ", ".join(
-        f"{name} {100 * test_metrics[name]:.2f}%"
-        for name in DESCRIBED_METRICS
-        if name in test_metrics
-    )
+    figures = metric_line(test_metrics, DESCRIBED_METRICS, sep=", ")
     lines = [
         f"{family} model trained on `{folder.name}` (corpus fingerprint "
         f"`{corpus.fingerprint[:16]}`, {folder}).",

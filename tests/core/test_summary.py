@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from xmc_core.app.summary import RunSummary, format_seconds, metric_line
+from xmc_core.app.summary import SUMMARY_METRICS, RunSummary, format_seconds
+from xmc_core.evaluation.metrics import metric_line, percent
 
 
 def test_summary_block_exact_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,5 +50,9 @@ def test_format_seconds(seconds: float, text: str) -> None:
 
 
 def test_metric_line_rounds_to_two_decimals_in_percent() -> None:
-    assert metric_line({"PSP@5": 0.123456, "P@1": 0.5}) == "P@1 50.00%  PSP@5 12.35%"
-    assert metric_line({"R@3": 0.5}) == ""
+    line = metric_line({"PSP@5": 0.123456, "P@1": 0.5}, SUMMARY_METRICS)
+    assert line == "P@1 50.00%  PSP@5 12.35%"
+    described = metric_line({"P@5": 0.25, "P@1": 1.0}, ("P@1", "P@5"), sep=", ")
+    assert described == "P@1 100.00%, P@5 25.00%"
+    assert metric_line({"R@3": 0.5}, SUMMARY_METRICS) == ""
+    assert [percent(0.79333), percent(None), percent(float("nan"))] == ["79.33%", "n/a", "n/a"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xmc_core.corpus import Corpus, Manifest
+from xmc_core.evaluation.metrics import metric_line
 from xmc_core.evaluation.report import read_json
 from xmc_core.families.common import METRICS_FILE
 
@@ -51,7 +52,7 @@ class RunSummary:
         model = display_path(self.model)
         rows = [
             ("data", self.data),
-            ("test", metric_line(self.metrics)),
+            ("test", metric_line(self.metrics, SUMMARY_METRICS)),
             ("model", f"{model}  (xmc predict {model} {self.predict_args})"),
             ("mlflow", self.mlflow),
             ("registry", self.registry),
@@ -83,13 +84,6 @@ def flow_summary(
         data=data_line(corpus.manifest),
         mlflow=mlflow,
         registry=registry,
-    )
-
-
-def metric_line(metrics: Mapping[str, float]) -> str:
-    """``P@1 79.33%  P@5 38.59%  ...`` from fractions; "" without any of SUMMARY_METRICS."""
-    return "  ".join(
-        f"{name} {100 * metrics[name]:.2f}%" for name in SUMMARY_METRICS if name in metrics
     )
 
 

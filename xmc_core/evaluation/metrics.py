@@ -17,8 +17,9 @@ Everything is vectorized over documents: a row-wise sort of ``Y_pred`` (the shar
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,6 +201,17 @@ def evaluate(
 
 
 _KEY = re.compile(r"(.+)@(\d+)")
+
+
+def percent(value: float | None) -> str:
+    """A fraction as a percentage with two decimals (``79.33%``); ``n/a`` for None or NaN."""
+    return "n/a" if value is None or math.isnan(value) else f"{100 * value:.2f}%"
+
+
+def metric_line(metrics: Mapping[str, float], names: Sequence[str], sep: str = "  ") -> str:
+    """``P@1 79.33%  P@5 38.59%``: the metrics ``names`` that ``metrics`` (fractions) holds, in
+    that order; "" when it holds none of them."""
+    return sep.join(f"{name} {percent(metrics[name])}" for name in names if name in metrics)
 
 
 def describe_metrics(metrics: dict[str, float]) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xmc_core.config import XmcConfig
+from xmc_core.evaluation.metrics import percent
 
 TAGS = {
     "promoted": "promoted",
@@ -42,7 +43,7 @@ def promotion_outcome(cfg: XmcConfig, decision: Mapping[str, Any] | None) -> tup
     version, previous = decision["version"], decision.get("previous")
     target = f"{decision['model_name']}@{decision['alias']}"
     metric, reason = decision["metric"], decision["reason"]
-    new, old = _pct(decision.get("new_value")), _pct(decision.get("champion_value"))
+    new, old = percent(decision.get("new_value")), percent(decision.get("champion_value"))
     if decision["promoted"]:
         if previous is None:
             return "promoted", f"version {version} promoted to {target} (no champion before)"
@@ -58,7 +59,7 @@ def promotion_outcome(cfg: XmcConfig, decision: Mapping[str, Any] | None) -> tup
 def headline(metrics: Mapping[str, float], metric: str) -> str:
     """``P@1 79.33%``: ``metric`` of ``metrics`` (else P@1; "" when neither is there)."""
     name = metric if metric in metrics else "P@1"
-    return f"{name} {_pct(metrics[name])}" if name in metrics else ""
+    return f"{name} {percent(metrics[name])}" if name in metrics else ""
 
 
 def train_message(
@@ -103,7 +104,3 @@ def nothing_to_do(corpus_fingerprint: str | None, landing_dir: str) -> str:
 def joined(parts: Sequence[str]) -> str:
     """The non-empty ``parts`` joined with ``; ``."""
     return "; ".join(p for p in parts if p)
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.2f}%"

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from xmc_core.config import XmcConfig
+from xmc_core.evaluation.metrics import percent
 from xmc_core.serving.registry.store import (
     PROMOTION_TAG,
     ROLLBACK_TAG,
@@ -170,4 +171,4 @@ def _percent(text: str | None) -> str:
         value = float(text) if text is not None else math.nan
     except ValueError:
         value = math.nan
-    return "n/a" if math.isnan(value) else f"{100 * value:.2f}%"
+    return percent(value)

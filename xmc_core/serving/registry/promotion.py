@@ -20,7 +20,6 @@ always overwritten in one call, never deleted first: there is never zero or two 
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Literal
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
+from xmc_core.evaluation.metrics import percent
 from xmc_core.serving.registry.reconcile import reconcile_locked
 from xmc_core.serving.registry.store import (
     HISTORY_TAG,
@@ -166,9 +166,9 @@ def format_decision(d: Decision) -> str:
         head = f"promoted version {d.version} to {target}{how} (was {was})"
     else:
         head = f"version {d.version} not promoted; {target} stays at {was}"
-    figures = f"{d.metric} of version {d.version} {_percent(d.new_value)}"
+    figures = f"{d.metric} of version {d.version} {percent(d.new_value)}"
     if d.previous and d.previous != d.version:
-        figures += f", of version {d.previous} {_percent(d.champion_value)}"
+        figures += f", of version {d.previous} {percent(d.champion_value)}"
     return f"{head}\n  {figures}; {d.reason}"
 
 
@@ -262,10 +262,6 @@ def _evaluate(cfg: XmcConfig, version: str, dataset: Path) -> dict[str, float]:
     name = cfg.registry.model_name
     folder = local_model_dir(f"models:/{name}/{version}", cfg)
     return evaluation.evaluate_on_dataset(folder, dataset, cfg.registry.eval_split, _eval_cfg(cfg))
-
-
-def _percent(value: float | None) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{100 * value:.2f}%"
 
 
 __all__ = [
