@@ -15,13 +15,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.app.describe import TRAINING_FILE, training_record
-from xmc_core.app.summary import RunSummary, data_line
+from xmc_core.app.summary import RunSummary
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.corpus.reader import read_manifest, require_split
 from xmc_core.errors import PathError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
+from xmc_core.evaluation.report import corpus_line
 from xmc_core.families.train import check_dataset, train_in_process
 from xmc_core.model.xmc_model import XmcModel, save_model_folder
 from xmc_core.storage.atomic import atomic_file
@@ -51,7 +52,7 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     save_model_folder(model_dir, model, cfg, {"test": metrics}, overwrite, record)
     summary = RunSummary(
         family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
-        seconds=time.perf_counter() - start, data=data_line(corpus.manifest),
+        seconds=time.perf_counter() - start, data=corpus_line(corpus.manifest),
     )  # fmt: skip
     print(summary.format())
     return metrics

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xmc_core.corpus import Corpus, Manifest
+from xmc_core.corpus import Corpus
 from xmc_core.evaluation.metrics import metric_line
-from xmc_core.evaluation.report import read_json
+from xmc_core.evaluation.report import corpus_line, read_json
 from xmc_core.families.common import METRICS_FILE
 
 SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5")
@@ -81,16 +81,10 @@ def flow_summary(
         metrics=read_json(Path(outputs["evaluation"]) / METRICS_FILE),
         model=outputs["model"],
         seconds=seconds,
-        data=data_line(corpus.manifest),
+        data=corpus_line(corpus.manifest),
         mlflow=mlflow,
         registry=registry,
     )
-
-
-def data_line(manifest: Manifest) -> str:
-    """``6000 train / 1500 test docs, 957 labels`` from a dataset's manifest."""
-    train, test = manifest.splits["train"].rows, manifest.splits["test"].rows
-    return f"{train} train / {test} test docs, {manifest.n_labels} labels"
 
 
 def format_seconds(seconds: float) -> str:
