@@ -98,7 +98,9 @@ def test_info_says_what_a_folder_is_not(trained: tuple[Path, Path], tmp_path: Pa
     assert neither.returncode == 2 and "Traceback" not in neither.stderr
     assert "neither a model folder (no meta.json) nor a dataset folder" in neither.stderr
     part = xmc("info", str(model / "ranker"))
-    assert part.returncode == 2 and "a saved part of class 'XRLinearModel'" in part.stderr
+    assert part.returncode == 2
+    assert f"{model / 'ranker'} is not an xmc model folder" in part.stderr
+    assert "meta.json names a saved XRLinearModel, a part of a model" in part.stderr
     missing = xmc("inspect", str(tmp_path / "nope"))
     assert missing.returncode == 2
     assert f"no model at {tmp_path / 'nope'} (no such folder)" in missing.stderr

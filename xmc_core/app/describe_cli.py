@@ -16,7 +16,7 @@ from typing import Any
 from xmc_core.app.completion import SHELLS, script
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
-from xmc_core.storage.paths import require_dataset_folder
+from xmc_core.storage.paths import require_dataset_folder, require_model_folder
 
 COMMANDS = ("info", "inspect", "registry", "completion")
 
@@ -60,7 +60,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     elif args.command == "inspect":
         _print_model(_model_folder(args), args)
     elif (args.path / "meta.json").is_file():
-        _print_model(_checked_model_folder(args.path), args)
+        require_model_folder(args.path)  # a model, not one of its parts
+        _print_model(args.path, args)
     elif (args.path / "manifest.json").is_file():
         _print_dataset(args.path, args.json)
     elif not args.path.exists():
@@ -81,21 +82,6 @@ def _model_folder(args: argparse.Namespace) -> Path:
     if is_uri(args.model):
         return local_model_dir(args.model, XmcConfig.load(args.config, args.overrides))
     return find_model_folder(Path(args.model))
-
-
-def _checked_model_folder(folder: Path) -> Path:
-    """``folder``, whose ``meta.json`` must be a model's (not one of its parts')."""
-    try:
-        cls = json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("class")
-    except (ValueError, AttributeError):
-        cls = None
-    if cls not in ("XmcModel", None):
-        raise InputError(
-            folder,
-            f"a saved part of class {cls!r}, not a model folder (meta.json of class 'XmcModel')",
-            "give the model folder itself: the one holding meta.json, vectorizer/ and ranker/",
-        )
-    return folder
 
 
 def _print_model(folder: Path, args: argparse.Namespace) -> None:

@@ -44,7 +44,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError, InputError, XmcError
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.atomic import write_text
-from xmc_core.storage.paths import require_model_folder
+from xmc_core.storage.paths import meta_class, require_model_folder
 from xmc_core.storage.work_dir import WorkDir
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def verify_model_tree(folder: Path) -> None:
         path, cls = pending.pop()
         meta = read_meta(path, cls)
         for name in meta.get("parts", {}):
-            pending.append((path / name, _meta_class(path / name / "meta.json") or "?"))
+            pending.append((path / name, meta_class(path / name / "meta.json") or "?"))
 
 
 def _quarantine(target: Path, shown: str, problem: str) -> None:
@@ -364,12 +364,12 @@ def find_model_folder(folder: Path, shown: str | None = None) -> Path:
     shown = shown or str(folder)
     if not folder.is_dir():
         require_model_folder(folder, shown)  # says what is there instead
-    if _meta_class(folder / "meta.json") == MODEL_CLASS:
+    if meta_class(folder / "meta.json") == MODEL_CLASS:
         return folder
     found = sorted(
         (len(p.relative_to(folder).parts), p.parent)
         for p in folder.rglob("meta.json")
-        if _meta_class(p) == MODEL_CLASS
+        if meta_class(p) == MODEL_CLASS
     )
     if not found:
         require_model_folder(folder, shown)  # raises, saying what is there instead
@@ -381,13 +381,6 @@ def find_model_folder(folder: Path, shown: str | None = None) -> Path:
             "point at one model folder",
         )
     return found[0][1]
-
-
-def _meta_class(path: Path) -> str | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("class")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _first_line(err: BaseException) -> str:
