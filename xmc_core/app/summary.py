@@ -20,6 +20,7 @@ from xmc_core.corpus import Corpus
 from xmc_core.evaluation.metrics import metric_line
 from xmc_core.evaluation.report import corpus_line, read_json
 from xmc_core.families.common import METRICS_FILE
+from xmc_core.progress import duration
 
 SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5")
 """The test figures a summary shows, in this order (those present)."""
@@ -88,14 +89,9 @@ def flow_summary(
 
 
 def format_seconds(seconds: float) -> str:
-    """``8.2 s``, ``3m05s``, ``1h02m``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    """``8.2 s`` under a minute (a run's time to a tenth), else :func:`~xmc_core.progress.duration`
+    (``3m05s``, ``1h02m``)."""
+    return f"{seconds:.1f} s" if seconds < 60 else duration(seconds)
 
 
 def display_path(path: str | Path) -> str:
