@@ -32,7 +32,6 @@ _DROPPED_PREFIXES = (
     "Finished in state Cached(",
     "Beginning subflow run",
     "Created task run",
-    "Executing '",
     "Starting temporary server on",
     "Stopping temporary server on",
     "See https://docs.prefect.io",
