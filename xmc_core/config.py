@@ -6,16 +6,12 @@ Defaults are declared here and nowhere else. Every model is frozen and rejects u
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -23,21 +19,12 @@ from pydantic import (
 )
 
 from xmc_core.config_errors import config_error, mistakes
+from xmc_core.config_families import EnsembleConfig, XmlCnnConfig, XTransformerConfig
 from xmc_core.config_io import apply_override, read_yaml
+from xmc_core.config_section import Section
 
 DEFAULT_ROWS_PER_GROUP = 10_000
 """Rows per Parquet row group (= one partition of the pipeline's parallel stages)."""
-
-
-class Section(BaseModel):
-    """Base of every config section: frozen, no unknown keys, stable fingerprint."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of the values."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class TokenizerConfig(Section):
@@ -322,6 +309,9 @@ class XmcConfig(Section):
     predict: PredictConfig = PredictConfig()
     encoder: EncoderConfig = EncoderConfig()
     matcher: MatcherConfig = MatcherConfig()
+    xml_cnn: XmlCnnConfig = XmlCnnConfig()
+    x_transformer: XTransformerConfig = XTransformerConfig()
+    ensemble: EnsembleConfig = EnsembleConfig()
     eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
     tracking: TrackingConfig = TrackingConfig()
