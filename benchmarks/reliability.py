@@ -67,8 +67,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-import load_client  # benchmarks/ (the script's folder) is on sys.path
-import peers
+import bench_common  # benchmarks/ (the script's folder) is on sys.path
+import load_client
 import slow_clients
 from served_model import (
     HOST,
@@ -329,7 +329,7 @@ def machine_info() -> dict[str, Any]:
         "psutil",
         "xmc",
     ]
-    return peers.machine_basics() | {
+    return bench_common.machine_basics() | {
         "python": platform.python_version(),
         "niceness": os.nice(0),
         **{lib: version(lib) for lib in libs},
@@ -385,7 +385,7 @@ def main() -> int:
         "python_executable": sys.executable,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "git_start": peers.git_state(),
+        "git_start": bench_common.git_state(),
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "load_average_start": os.getloadavg(),
     }
@@ -397,7 +397,7 @@ def main() -> int:
     report["serving"] = serve_under_load(model, texts, args)
     report["suites"] = {"status": "skipped"} if args.skip_suites else run_suites(args.work)
     report["load_average_end"] = os.getloadavg()
-    report["git_end"] = peers.git_state()
+    report["git_end"] = bench_common.git_state()
     report["summary"] = summary_rows(report["serving"], report["suites"])
     report["summary_columns"] = list(SUMMARY_COLUMNS)
     suites_failed = report["suites"].get("passed") is False

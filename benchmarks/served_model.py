@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import load_client  # benchmarks/ (the script's folder) is on sys.path
-import peers
+import bench_common  # benchmarks/ (the script's folder) is on sys.path
+import load_client
 import psutil
 
 from xmc_core.corpus import Corpus
@@ -52,7 +52,7 @@ def prepare_dataset(src: Path, work: Path) -> Path:
 
 def prepare_model(dataset: Path, work: Path) -> Path:
     """A model trained by ``xmc train`` on ``dataset``, reused while ``xmc_core`` is unchanged."""
-    dest = work / "models" / f"{dataset.name}-{peers.xmc_digest()}"
+    dest = work / "models" / f"{dataset.name}-{bench_common.xmc_digest()}"
     if not dest.exists():  # xmc train writes the folder atomically
         run_xmc(["train", str(dataset), str(dest)])
     return dest
@@ -115,7 +115,7 @@ def stop_server(proc: subprocess.Popen) -> int | None:
     try:
         return proc.wait(20)
     except subprocess.TimeoutExpired:
-        peers.kill_tree(psutil.Process(proc.pid))
+        bench_common.kill_tree(psutil.Process(proc.pid))
         proc.wait()
         return None
 
@@ -143,14 +143,14 @@ class Monitor(threading.Thread):
 
     def sample(self) -> tuple[float, float, float]:
         """(monotonic time, RSS MB, CPU s) of the tree now."""
-        tree, cpu = peers.process_tree(self.proc), 0.0
+        tree, cpu = bench_common.process_tree(self.proc), 0.0
         for p in tree:
             try:
                 t = p.cpu_times()
                 cpu += t.user + t.system
             except psutil.Error:
                 continue
-        return time.monotonic(), peers.tree_rss(tree) / 2**20, cpu
+        return time.monotonic(), bench_common.tree_rss(tree) / 2**20, cpu
 
     def run(self) -> None:
         while not self.stop.wait(SAMPLE_S):

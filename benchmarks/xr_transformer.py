@@ -8,10 +8,10 @@ Usage, from the repository root, with the project venv (and ``make peers-venv`` 
         [--peers-python .venv-peers/bin/python] [--work DIR]
         [--out benchmarks/results/xr-transformer-<date>.json]
 
-Each dataset is ingested and featurized ONCE by ``peers.prepare`` (default ``XmcConfig``: word
-uni+bigram TF-IDF, 200,000 features), then ingested again, identically, so the XR-Transformer
+Each dataset is ingested and featurized ONCE by ``bench_common.prepare`` (default ``XmcConfig``:
+word uni+bigram TF-IDF, 200,000 features), then ingested again, identically, so the XR-Transformer
 run has the raw texts in the same order as the feature rows. Then, one after the other, each in
-its own subprocess with its peak RSS sampled (``peers.measure``):
+its own subprocess with its peak RSS sampled (``bench_common.measure``):
 
 - ``ours``: xmc XR-Linear, default config (``benchmarks/peer_runner.py ours``);
 - ``pecos``: PECOS XR-Linear, its defaults (``benchmarks/peer_runner.py pecos``);
@@ -43,16 +43,13 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import peers  # benchmarks/ (the script's folder) is on sys.path
-import scipy.sparse as sp
+import bench_common  # benchmarks/ (the script's folder) is on sys.path
 
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.schema import Policies
-from xmc_core.evaluation.metrics import evaluate
-from xmc_core.model.contract import label_counts
 
-REPO = peers.REPO
+REPO = bench_common.REPO
 RUNNER = Path(__file__).resolve().with_name("xr_transformer_runner.py")
 DATASETS = "debian-deps,reuters21578-modapte"
 METHODS = ("ours", "pecos", "xr-transformer")
@@ -72,9 +69,9 @@ TARGET_GPUS = ("H100", "H200")
 
 # ---------------------------------------------------------------- runs
 def prepare(src: Path, workdir: Path) -> dict[str, Any]:
-    """``peers.prepare`` (shared features), then the corpus again for the texts (it is deleted
-    there); the XR-Transformer runner checks that the row counts agree."""
-    stats = peers.prepare(src, workdir)
+    """``bench_common.prepare`` (shared features), then the corpus again for the texts (it is
+    deleted there); the XR-Transformer runner checks that the row counts agree."""
+    stats = bench_common.prepare(src, workdir)
     t0 = time.perf_counter()
     options = IngestOptions(policies=Policies(on_unlabeled="keep"))
     manifest = ingest("lines", src, workdir / "corpus", options)
@@ -92,26 +89,17 @@ def run_transformer(workdir: Path, overrides: list[str], args: argparse.Namespac
     cmd += ["--resume"] if args.resume_matcher else []
     cmd += [f"--set={item}" for item in overrides]
     run: dict[str, Any] = {"load_avg_before": os.getloadavg(), "command": shlex.join(cmd)}
-    run |= peers.measure(cmd, log, args.timeout)
+    run |= bench_common.measure(cmd, log, args.timeout)
     run["load_avg_after"] = os.getloadavg()
     run["log_tail"] = log.read_text(errors="replace")[-3000:]
     if run["status"] != "ok":
         return run
     run |= json.loads((outdir / "result.json").read_text())
     run["predict_ms_per_1k_docs"] = 1e6 * run["predict_s"] / run["n_test"]
-    run["model_mb"] = peers.dir_mb(outdir / "model")
-    run |= score(workdir, outdir / "pred.npz")
+    run["model_mb"] = bench_common.dir_mb(outdir / "model")
+    run |= bench_common.score(workdir, outdir / "pred.npz")
     shutil.rmtree(outdir)
     return run
-
-
-def score(workdir: Path, pred_path: Path) -> dict[str, Any]:
-    """Every metric of the predictions at ``pred_path``, as ``peers.run_once`` computes them."""
-    Y_test = sp.load_npz(workdir / "Y_test.npz").tocsr()
-    Y_train = sp.load_npz(workdir / "Y_train.npz").tocsr()
-    pred = sp.load_npz(pred_path).tocsr()
-    metrics = evaluate(Y_test, pred, XmcConfig().eval, label_counts(Y_train), Y_train.shape[0])
-    return {"metrics": metrics, "pred_nnz_per_doc": pred.nnz / pred.shape[0]}
 
 
 def bench_dataset(src: Path, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -122,7 +110,7 @@ def bench_dataset(src: Path, workdir: Path, args: argparse.Namespace) -> dict[st
             run = run_transformer(workdir, args.overrides, args)
         else:
             python = sys.executable if method == "ours" else str(args.peers_python)
-            run = peers.run_once(method, python, workdir, args.timeout)
+            run = bench_common.run_once(method, python, workdir, args.timeout)
         result["methods"][method] = run
         print(f"  {src.name} {method}: {brief(run)}", flush=True)
     reduced = args.preset != FULL_PRESET or bool(args.overrides)
@@ -180,17 +168,17 @@ def targets(name: str, methods: dict[str, Any], reduced: bool) -> dict[str, Any]
 # ---------------------------------------------------------------- report
 def markdown(name: str, result: dict[str, Any]) -> str:
     """One dataset: the comparison table (metrics in %), XR-Transformer's stages, targets."""
-    lines = peers.table_head(name, result["stats"])
+    lines = bench_common.table_head(name, result["stats"])
     for method, r in result["methods"].items():
         if r["status"] != "ok":
-            lines.append(f"| {method} | {r['status']} |" + " |" * (3 + len(peers.METRICS)))
+            lines.append(f"| {method} | {r['status']} |" + " |" * (3 + len(bench_common.METRICS)))
             continue
         cells = [
             f"{r['train_s']:.2f}",
             f"{r['predict_ms_per_1k_docs']:.0f}",
             f"{r['peak_rss_mb']:.0f}",
             f"{r['model_mb']:.1f}",
-            *(f"{100 * r['metrics'][m]:.2f}" for m in peers.METRICS),
+            *(f"{100 * r['metrics'][m]:.2f}" for m in bench_common.METRICS),
         ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     xrt = result["methods"].get("xr-transformer", {})
@@ -320,13 +308,13 @@ def run_all(args: argparse.Namespace, work: Path, report: dict[str, Any]) -> Non
 def main() -> int:
     """Benchmark every dataset, write the JSON, print Markdown."""
     args = parse_args()
-    machine = peers.machine_info(args.peers_python)
+    machine = bench_common.machine_info(args.peers_python)
     machine["project_venv"] |= {lib: version(lib) for lib in ("torch", "transformers")}
     report: dict[str, Any] = {
         "command": shlex.join(["python", *sys.argv]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
-        "git_start": peers.git_state(),
+        "git_start": bench_common.git_state(),
         "settings": {k: str(v) for k, v in vars(args).items() if k != "set_"},
         "xr_transformer_preset": str(args.config.relative_to(REPO)),
         "xr_transformer_overrides": args.overrides,
@@ -342,7 +330,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="xmc-xrt-") as tmp:
             run_all(args, Path(tmp), report)
     report["load_average_end"] = os.getloadavg()
-    report["git_end"] = peers.git_state()
+    report["git_end"] = bench_common.git_state()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

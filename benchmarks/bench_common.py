@@ -1,0 +1,266 @@
+"""What the benchmark scripts share: the dataset prepared once, a method run in a measured
+subprocess, medians over repeats, scoring, provenance and the table head.
+
+Used by ``benchmarks/peers.py``, ``benchmarks/xr_transformer.py`` and ``benchmarks/families.py``
+(and the serving benchmarks for the process-tree helpers). ``prepare`` ingests a dataset with
+the ``lines`` importer and featurizes it ONCE with our pipeline and the default ``XmcConfig``
+(word uni+bigram TF-IDF, 200,000 features, sublinear tf) into float32 csr ``.npz`` files;
+``measure`` runs a command, sampling the peak RSS of its process tree every 50 ms; ``score``
+computes every metric with ``xmc_core.evaluation.metrics`` (the same evaluation for every
+method; PSP@k with the training label counts, A=0.55, B=1.5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import scipy.sparse as sp
+
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.importers import IngestOptions, ingest
+from xmc_core.corpus.schema import Policies
+from xmc_core.evaluation.metrics import evaluate
+from xmc_core.families.train import featurize_in_process
+from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
+from xmc_core.model.contract import label_counts
+
+REPO = Path(__file__).resolve().parents[1]
+PEER_RUNNER = Path(__file__).resolve().with_name("peer_runner.py")
+PEER_LIBS = ("libpecos", "napkinxc", "omikuji", "numpy", "scipy", "scikit-learn", "torch")
+LABELS_FILE = "labels.json"
+"""In a prepared folder: the label names of the shared label index, in column order."""
+SAMPLE_S = 0.05
+METRICS = [f"{m}@{k}" for m in ("P", "nDCG", "PSP") for k in (1, 3, 5)]
+TABLE_HEAD = (
+    "| method | train s | predict ms/1k docs | peak RSS MB | model MB | "
+    + " | ".join(METRICS)
+    + " |\n|---|"
+    + "---:|" * (4 + len(METRICS))
+)
+
+
+# ---------------------------------------------------------------- the shared features
+def prepare(src: Path, workdir: Path, keep_corpus: bool = False) -> dict[str, Any]:
+    """Ingest and featurize ``src`` once; write ``{X,Y}_{train,test}.npz`` and the label names
+    (``labels.json``) to ``workdir``; keep the ingested ``corpus/`` there if ``keep_corpus``.
+
+    Also checks that PIFA recomputed from X/Y (as the ``ours`` runner does, timed) equals the
+    label features of our pipeline. Returns dataset statistics.
+    """
+    options = IngestOptions(policies=Policies(on_unlabeled="keep"))
+    manifest = ingest("lines", src, workdir / "corpus", options)
+    t0 = time.perf_counter()
+    feats = featurize_in_process(Corpus(workdir / "corpus"), XmcConfig())
+    featurize_s = time.perf_counter() - t0
+    train, test = feats["train"], feats["test"]
+    arrays = {"X_train": train.X, "Y_train": train.Y, "X_test": test.X, "Y_test": test.Y}
+    for name, m in arrays.items():  # csr float32, uncompressed: scipy 1.13 reads them too
+        sp.save_npz(workdir / f"{name}.npz", sp.csr_matrix(m, dtype=np.float32), compressed=False)
+    names = feats["label_index"].names.to_pylist()
+    (workdir / LABELS_FILE).write_text(json.dumps(names) + "\n", encoding="utf-8")
+    Z = concat_label_features([pifa([pifa_partial(train.X, train.Y)])], [1.0])
+    diff = abs(Z - feats["label_features"].z)
+    if not keep_corpus:
+        shutil.rmtree(workdir / "corpus")
+    return {
+        "source": str(src),
+        "ingest": {s: v.model_dump() for s, v in manifest.splits.items()},
+        "featurize_s": featurize_s,
+        "n_train": train.X.shape[0],
+        "n_test": test.X.shape[0],
+        "n_features": train.X.shape[1],
+        "n_labels": train.Y.shape[1],
+        "nnz_train": int(train.X.nnz),
+        "test_label_assignments_outside_train_labels": test.unknown_labels,
+        "test_docs_without_train_label": int((np.diff(test.Y.indptr) == 0).sum()),
+        "pifa_max_abs_diff_vs_pipeline": float(diff.max()) if diff.nnz else 0.0,
+    }
+
+
+# ---------------------------------------------------------------- one run in a subprocess
+def process_tree(proc: psutil.Process) -> list[psutil.Process]:
+    """``proc`` and its descendants (empty once it has exited)."""
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def tree_rss(tree: list[psutil.Process]) -> int:
+    """Sum of the RSS of ``tree`` in bytes; processes that vanish count 0."""
+    total = 0
+    for p in tree:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def kill_tree(proc: psutil.Process) -> None:
+    """Kill the child this script started, and its descendants."""
+    for p in reversed(process_tree(proc)):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def measure(cmd: list[str], log: Path, timeout_s: float) -> dict[str, Any]:
+    """Run ``cmd``, sampling its tree's RSS every SAMPLE_S; kill it after ``timeout_s``."""
+    peak, n, t0 = 0, 0, time.perf_counter()
+    with open(log, "w") as fh, subprocess.Popen(cmd, stdout=fh, stderr=fh, cwd=REPO) as child:
+        proc, tree, status = psutil.Process(child.pid), [], "ok"
+        while child.poll() is None:
+            if time.perf_counter() - t0 > timeout_s:
+                kill_tree(proc)
+                child.wait()
+                status = "timeout"
+                break
+            tree = process_tree(proc) if n % 5 == 0 else tree
+            peak, n = max(peak, tree_rss(tree)), n + 1
+            time.sleep(SAMPLE_S)
+    if status == "ok" and child.returncode != 0:
+        status = f"failed (exit code {child.returncode})"
+    wall = time.perf_counter() - t0
+    return {"status": status, "process_wall_s": wall, "peak_rss_mb": peak / 2**20}
+
+
+def dir_mb(path: Path) -> float:
+    """Total size of the files under ``path``, in MiB."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
+def score(workdir: Path, pred_path: Path) -> dict[str, Any]:
+    """Every metric of the predictions at ``pred_path`` (csr (n_test, n_labels) in the shared
+    label index of ``workdir``) against the test labels, with the training label counts."""
+    Y_test = sp.load_npz(workdir / "Y_test.npz").tocsr()
+    Y_train = sp.load_npz(workdir / "Y_train.npz").tocsr()
+    pred = sp.load_npz(pred_path).tocsr()
+    metrics = evaluate(Y_test, pred, XmcConfig().eval, label_counts(Y_train), Y_train.shape[0])
+    return {"metrics": metrics, "pred_nnz_per_doc": pred.nnz / pred.shape[0]}
+
+
+def run_once(method: str, python: str, workdir: Path, timeout_s: float) -> dict[str, Any]:
+    """One ``peer_runner.py`` subprocess run: timings, peak RSS, model size and all metrics."""
+    outdir = workdir / f"out-{method}"
+    shutil.rmtree(outdir, ignore_errors=True)
+    outdir.mkdir()
+    log = workdir / f"{method}.log"
+    run: dict[str, Any] = {"load_avg_before": os.getloadavg(), "xmc_core_digest": xmc_digest()}
+    run |= measure([python, str(PEER_RUNNER), method, str(workdir), str(outdir)], log, timeout_s)
+    run["load_avg_after"] = os.getloadavg()
+    if run["status"] != "ok":
+        run["log_tail"] = log.read_text(errors="replace")[-3000:]
+        return run
+    run |= json.loads((outdir / "result.json").read_text())
+    for key in ("predict", "predict_again"):
+        run[f"{key}_ms_per_1k_docs"] = 1e6 * run[f"{key}_s"] / run["n_test"]
+    run["model_mb"] = dir_mb(outdir / "model")
+    run |= score(workdir, outdir / "pred.npz")
+    shutil.rmtree(outdir)
+    return run
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of train time, predict time and each metric, max peak RSS, over the successful
+    runs (napkinXC and Omikuji are not deterministic from run to run)."""
+    ok = [r for r in runs if r["status"] == "ok"]
+    if not ok:
+        return {"status": runs[-1]["status"], "runs": runs}
+    return {
+        "status": "ok",
+        "n_ok_runs": len(ok),
+        "train_s_median": statistics.median(r["train_s"] for r in ok),
+        "train_s_min": min(r["train_s"] for r in ok),
+        "predict_ms_per_1k_median": statistics.median(r["predict_ms_per_1k_docs"] for r in ok),
+        "predict_again_ms_per_1k_median": statistics.median(
+            r["predict_again_ms_per_1k_docs"] for r in ok
+        ),
+        "peak_rss_mb_max": max(r["peak_rss_mb"] for r in ok),
+        "model_mb": ok[0]["model_mb"],
+        "metrics": {k: statistics.median(r["metrics"][k] for r in ok) for k in ok[0]["metrics"]},
+        "P@1_range": [min(r["metrics"]["P@1"] for r in ok), max(r["metrics"]["P@1"] for r in ok)],
+        "metrics_equal_across_runs": all(r["metrics"] == ok[0]["metrics"] for r in ok),
+        "runs": runs,
+    }
+
+
+# ---------------------------------------------------------------- provenance
+def xmc_digest() -> str:
+    """sha256 over the library sources (the solver may change while the benchmark runs)."""
+    h = hashlib.sha256()
+    for path in sorted((REPO / "xmc_core").rglob("*.py")):
+        h.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def git_state() -> dict[str, str]:
+    """HEAD and the uncommitted changes under xmc_core (read-only git commands)."""
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout
+
+    return {
+        "head": git("rev-parse", "HEAD").strip(),
+        "status_xmc_core": git("status", "--short", "xmc_core"),
+        "xmc_core_digest": xmc_digest(),
+    }
+
+
+def peers_versions(python: Path, libs: tuple[str, ...] = PEER_LIBS) -> dict[str, str]:
+    """Versions of ``libs`` installed in the peers venv."""
+    code = (
+        "import json, platform, importlib.metadata as m;"
+        f"print(json.dumps({{'python': platform.python_version(), "
+        f"**{{p: m.version(p) for p in {list(libs)!r}}}}}))"
+    )
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def machine_basics() -> dict[str, Any]:
+    """CPU, memory and platform of this machine."""
+    with open("/proc/cpuinfo", encoding="utf-8") as fh:
+        models = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")]
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)),
+        "cpu_model": models[0] if models else platform.processor(),
+        "memory_gb": psutil.virtual_memory().total / 2**30,
+        "platform": platform.platform(),
+    }
+
+
+def machine_info(peers_python: Path, peer_libs: tuple[str, ...] = PEER_LIBS) -> dict[str, Any]:
+    """Where and with what the benchmark ran."""
+    libs = ["numpy", "scipy", "numba", "pyarrow", "psutil", "xmc"]
+    return machine_basics() | {
+        "project_venv": {"python": platform.python_version()} | {lib: version(lib) for lib in libs},
+        "peers_venv": peers_versions(peers_python, peer_libs),
+    }
+
+
+# ---------------------------------------------------------------- report
+def table_head(name: str, stats: dict[str, Any]) -> list[str]:
+    """A dataset's heading, size line and the head of its method table."""
+    return [
+        f"#### {name}",
+        "",
+        f"{stats['n_train']} train / {stats['n_test']} test docs, {stats['n_features']} "
+        f"features, {stats['n_labels']} labels.",
+        "",
+        TABLE_HEAD,
+    ]
