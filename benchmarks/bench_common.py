@@ -221,11 +221,14 @@ def git_state() -> dict[str, str]:
 
 
 def peers_versions(python: Path, libs: tuple[str, ...] = PEER_LIBS) -> dict[str, str]:
-    """Versions of ``libs`` installed in the peers venv."""
+    """Versions of ``libs`` in the peers venv (``not installed`` for those it lacks)."""
     code = (
-        "import json, platform, importlib.metadata as m;"
+        "import json, platform, importlib.metadata as m\n"
+        "def v(p):\n"
+        "    try:\n        return m.version(p)\n"
+        "    except m.PackageNotFoundError:\n        return 'not installed'\n"
         f"print(json.dumps({{'python': platform.python_version(), "
-        f"**{{p: m.version(p) for p in {list(libs)!r}}}}}))"
+        f"**{{p: v(p) for p in {list(libs)!r}}}}}))"
     )
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
     return json.loads(proc.stdout)
