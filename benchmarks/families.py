@@ -83,7 +83,7 @@ def settings_of(name: str, args: argparse.Namespace, context: dict[str, Any]) ->
     method = fm.METHODS[name]
     out: dict[str, Any] = {"runner": method.runner, "note": method.note}
     if method.preset is not None:
-        out["preset"] = str(method.preset.relative_to(REPO))
+        out["preset"] = fm.shown(method.preset)
         out["overrides"] = args.sets.get("xml-cnn" if name == fm.LML else name, [])
     if method.peer is not None:
         out["peer"] = method.peer

@@ -65,6 +65,14 @@ METHODS: dict[str, Method] = {
 }  # fmt: skip
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the repository when inside it."""
+    try:
+        return str(path.relative_to(bench_common.REPO))
+    except ValueError:
+        return str(path)
+
+
 def skipped(reason: str) -> dict[str, Any]:
     """The run record of a method that could not run."""
     return {"status": "skipped", "reason": reason}
@@ -81,7 +89,7 @@ def load_config(preset: Path, sets: list[str]) -> XmcConfig:
 def preflight(preset: Path, sets: list[str]) -> str | None:
     """Why a preset cannot train here (None: it can)."""
     if not preset.is_file():
-        return f"preset {preset.relative_to(bench_common.REPO)} not found"
+        return f"preset {shown(preset)} not found"
     try:
         load_config(preset, sets)
     except Exception as err:  # InputError, ValidationError, ImportError of a family module
@@ -277,9 +285,9 @@ def prepare_lml(workdir: Path, python: str, sets: list[str], topk: int) -> dict[
     if vocab.returncode != 0:
         return {"skip": f"the vocabulary step failed: {vocab.stderr[-1500:]}"}
     record = write_embeddings(datadir, cfg, data.pop("fit_texts"))
-    source = str(preset.relative_to(bench_common.REPO)) if preset.is_file() else "none"
+    source = f"{shown(preset)} + {sets}" if preset.is_file() else f"XmlCnnConfig + {sets}"
     return {
-        "xml_cnn_from": f"{source} + {sets}" if preset.is_file() else "XmlCnnConfig defaults",
+        "xml_cnn_from": source,
         "xml_cnn": cfg.model_dump(mode="json"), "settings": settings, **data, **record,
         "differences": lml_differences(cfg, n_labels),
     }  # fmt: skip

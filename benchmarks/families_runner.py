@@ -58,7 +58,7 @@ class TimedRunner(InProcessRunner):
         return held
 
 
-def test_side(call: dict[str, Any]) -> bool:
+def on_test_split(call: dict[str, Any]) -> bool:
     """Whether a recorded stage call works on the test split (``test`` in its dash-separated
     label, e.g. ``featurize-test-0``, ``embed-test``) or scores it."""
     return call["stage"] in TEST_STAGES or "test" in call["label"].split("-")
@@ -76,7 +76,7 @@ def train(corpus: Corpus, cfg: XmcConfig) -> tuple[dict[str, Any], dict[str, Any
     )  # fmt: skip
     graph_s = time.perf_counter() - t0
     outputs = values_of(run, handles)
-    excluded = [c for c in run.calls if test_side(c)]
+    excluded = [c for c in run.calls if on_test_split(c)]
     record = {
         "train_s": graph_s - sum(c["wall_s"] for c in excluded),
         "graph_s": graph_s,

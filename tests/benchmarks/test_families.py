@@ -1,0 +1,121 @@
+"""benchmarks/families.py: label remapping, LibMultiLabel's settings and validation split, the
+command line, and a tiny end-to-end run (synthetic dataset in the ``lines`` layout, XR-Linear,
+Omikuji and a method whose preset does not exist)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import families
+import families_methods as fm
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from families_runner import on_test_split, to_shared
+
+from xmc_core.config_families import XmlCnnConfig
+from xmc_core.corpus.synthetic import SyntheticSpec, generate_split
+
+PEERS_PYTHON = fm.bench_common.REPO / ".venv-peers" / "bin" / "python"
+MAIN_PEERS_PYTHON = Path("/work/main/.venv-peers/bin/python")
+
+
+def test_predictions_move_to_the_shared_label_order() -> None:
+    pred = sp.csr_matrix(np.array([[0.1, 0.9, 0.5], [0.0, 0.3, 0.0]], dtype=np.float32))
+    out = to_shared(pred, ["b", "a", "z"], ["a", "b", "c"])  # "z" is not in the shared index
+    expected = np.array([[0.9, 0.1, 0.0], [0.3, 0.0, 0.0]], dtype=np.float32)
+    np.testing.assert_array_equal(out.toarray(), expected)
+    assert to_shared(pred, ["a", "b", "c"], ["a", "b", "c"]) is pred
+
+
+def test_test_side_stages_are_not_training() -> None:
+    calls = [
+        {"label": "featurize-test-0", "stage": "partition"},
+        {"label": "embed-test", "stage": "embedded"},
+        {"label": "evaluate", "stage": "evaluation"},
+        {"label": "featurize-train-0", "stage": "partition"},
+        {"label": "latest-level", "stage": "level"},
+    ]
+    assert [on_test_split(c) for c in calls] == [True, True, True, False, False]
+
+
+def test_libmultilabel_settings_come_from_our_xml_cnn_section() -> None:
+    c = XmlCnnConfig(num_filters=32, pool_chunks=4, dropout=0.3, max_length=200, lr=1e-3)
+    s = fm.lml_settings(c, n_labels=90, topk=20)
+    assert s["network"] == {
+        "embed_dropout": 0.25, "post_encoder_dropout": 0.3, "filter_sizes": [2, 4, 8],
+        "hidden_dim": 512, "num_filter_per_size": 32, "num_pool": 4, "activation": "relu",
+    }  # fmt: skip
+    assert (s["max_seq_length"], s["learning_rate"], s["batch_size"]) == (200, 1e-3, 64)
+    assert (s["epochs"], s["patience"], s["n_labels"]) == (50, 5, 90)
+    assert (
+        fm.lml_settings(c.model_copy(update={"dynamic_pooling": False}), 90, 20)["network"][
+            "num_pool"
+        ]
+        == 1
+    )
+
+
+def test_validation_is_carved_from_train_by_fraction_and_cap() -> None:
+    fit, val = fm.carve_validation(100, XmlCnnConfig(val_fraction=0.1))
+    assert (len(fit), len(val)) == (90, 10)
+    assert sorted([*fit, *val]) == list(range(100))
+    fit, val = fm.carve_validation(100, XmlCnnConfig(val_fraction=0.5, val_max_docs=7))
+    assert (len(fit), len(val)) == (93, 7)
+
+
+def test_overrides_are_given_per_method() -> None:
+    args = families.parse_args(
+        ["--set", "xml-cnn:xml_cnn.epochs=2", "--set", "xml-cnn:xml_cnn.lr=0.001"]
+    )
+    assert args.sets == {"xml-cnn": ["xml_cnn.epochs=2", "xml_cnn.lr=0.001"]}
+    with pytest.raises(SystemExit):
+        families.parse_args(["--set", "xml_cnn.epochs=2"])  # no METHOD:
+    with pytest.raises(SystemExit):
+        families.parse_args(["--methods", "xr-linear,fasttext"])
+
+
+def write_lines_dataset(dest: Path) -> Path:
+    """A small synthetic corpus in the ``lines`` layout (``{split}_texts.txt``, labels)."""
+    spec = SyntheticSpec(n_train=200, n_test=60, n_domains=2, topics_per_domain=2)
+    dest.mkdir(parents=True)
+    for split in ("train", "test"):
+        docs = list(generate_split(spec, split))
+        (dest / f"{split}_texts.txt").write_text("".join(d.text + "\n" for d in docs))
+        (dest / f"{split}_labels.txt").write_text("".join(",".join(d.labels) + "\n" for d in docs))
+    return dest
+
+
+def test_tiny_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python = next((p for p in (PEERS_PYTHON, MAIN_PEERS_PYTHON) if p.exists()), None)
+    if python is None:
+        pytest.skip("no peers venv (make peers-venv)")
+    write_lines_dataset(tmp_path / "data" / "tiny")
+    missing = fm.Method("ours", tmp_path / "no-such-preset.yaml")
+    monkeypatch.setitem(fm.METHODS, "future-family", missing)
+    out = tmp_path / "results.json"
+    argv = [
+        "--datasets-root", str(tmp_path / "data"), "--datasets", "tiny",
+        "--methods", "xr-linear,omikuji,future-family", "--peers-python", str(python),
+        "--set", "xr-linear:tree.branching=4", "--out", str(out),
+    ]  # fmt: skip
+    assert families.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python benchmarks/families.py --datasets-root")
+    methods = report["datasets"]["tiny"]["methods"]
+    ours = methods["xr-linear"]
+    assert ours["status"] == "ok"
+    run = ours["runs"][0]
+    # predicting from the test texts scores exactly what the pipeline's evaluation scored
+    assert run["metrics"]["P@1"] == run["pipeline_test_metrics"]["P@1"]
+    assert run["metrics"]["PSP@5"] == pytest.approx(run["pipeline_test_metrics"]["PSP@5"])
+    assert run["labels_identical_to_shared"] is True
+    assert run["config"]["tree"]["branching"] == 4
+    assert 0 < run["train_s"] < run["graph_s"]
+    assert "featurize-test-0" in run["test_side_stages"]
+    assert ours["settings"]["overrides"] == ["tree.branching=4"]
+    assert methods["omikuji"]["status"] == "ok"
+    assert methods["omikuji"]["runs"][0]["n_trees"] == 3
+    assert methods["future-family"]["status"] == "skipped"
+    assert methods["future-family"]["why"] == f"preset {missing.preset} not found"

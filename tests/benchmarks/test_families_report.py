@@ -1,0 +1,147 @@
+"""benchmarks/families_report.py: the targets from hand-made results, the Markdown report and
+the merge of results files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import families_report as fr
+import pytest
+
+STATS = {"n_train": 10, "n_test": 4, "n_features": 7, "n_labels": 3, "featurize_s": 0.5}
+
+
+def ok_run(p1: float, train_s: float) -> dict[str, Any]:
+    """One successful run with every metric at ``p1`` (fractions)."""
+    metrics = {f"{m}@{k}": p1 for m in ("P", "nDCG", "PSP", "R") for k in (1, 3, 5)}
+    return {
+        "status": "ok", "train_s": train_s, "predict_ms_per_1k_docs": 250.0,
+        "predict_again_ms_per_1k_docs": 240.0, "peak_rss_mb": 300.0, "model_mb": 1.25,
+        "metrics": metrics,
+    }  # fmt: skip
+
+
+def method(*runs: dict[str, Any]) -> dict[str, Any]:
+    return fr.summarize(list(runs), {"runner": "test"})
+
+
+def datasets() -> dict[str, Any]:
+    """reuters: our XML-CNN beats LibMultiLabel's, faster; debian-deps: it loses on both, and
+    trains past 45 minutes; the ensemble beats Omikuji on reuters only."""
+    return {
+        "reuters21578-modapte": {"stats": STATS, "methods": {
+            "xml-cnn": method(ok_run(0.80, 100.0)),
+            "libmultilabel-xml-cnn": method(ok_run(0.78, 120.0)),
+            "ensemble": method(ok_run(0.85, 10.0)),
+            "omikuji": method(ok_run(0.84, 5.0)),
+            "xr-transformer": method(ok_run(0.86, 300.0)),
+            "x-transformer": method(ok_run(0.85, 400.0)),
+        }},
+        "debian-deps": {"stats": STATS, "methods": {
+            "xml-cnn": method(ok_run(0.60, 3000.0)),
+            "libmultilabel-xml-cnn": method(ok_run(0.62, 2000.0)),
+            "ensemble": method(ok_run(0.70, 50.0)),
+            "omikuji": method(ok_run(0.71, 20.0)),
+            "x-transformer": method({"status": "skipped", "reason": "preset missing"}),
+            "xr-transformer": method(ok_run(0.70, 1500.0)),
+        }},
+    }  # fmt: skip
+
+
+def test_targets_met_and_not_met_with_their_margins() -> None:
+    t = fr.targets(datasets())
+    reuters, debian = t["xml_cnn_vs_libmultilabel"]
+    assert reuters["P@1_points"] == pytest.approx(2.0)
+    assert reuters["train_ratio"] == pytest.approx(100 / 120)
+    assert reuters["met"] is True
+    assert debian["P@1_points"] == pytest.approx(-2.0)
+    assert debian["train_ratio"] == pytest.approx(1.5)
+    assert debian["met"] is False
+    xr_reuters, xr_debian = t["xr_transformer_vs_x_transformer"]
+    assert xr_reuters["P@1_points"] == pytest.approx(1.0)
+    assert xr_reuters["train_ratio"] == pytest.approx(0.75)
+    assert xr_reuters["met"] is True
+    assert xr_debian == {
+        "dataset": "debian-deps", "met": None,
+        "why": "not evaluated: x-transformer did not run",
+    }  # fmt: skip
+    assert [(r["dataset"], r["met"]) for r in t["ensemble_vs_omikuji"]] == [
+        ("reuters21578-modapte", True),
+        ("debian-deps", False),
+    ]
+    times = {r["method"]: r for r in t["debian_deps_train_time"]}
+    assert times["xml-cnn"]["margin_s"] == pytest.approx(-300.0)
+    assert times["xml-cnn"]["met"] is False
+    assert times["ensemble"]["met"] is True
+    assert times["x-transformer"]["met"] is None
+
+
+def test_report_prints_tables_published_figures_and_targets() -> None:
+    report = {"datasets": datasets()}
+    report["datasets"]["debian-deps"]["methods"]["x-transformer"]["status"] = "skipped"
+    fr.resummarize(report)
+    text = fr.markdown(report)
+    assert "#### reuters21578-modapte" in text
+    assert "10 train / 4 test docs, 7 features, 3 labels." in text
+    row = "| xml-cnn | 100.00 | 250 | 300 | 1.2 | 80.00 | 80.00 | 80.00 | 80.00 |"
+    assert row in text
+    assert "| x-transformer | skipped |" in text
+    assert "- x-transformer: skipped: preset missing" in text
+    assert "### Other datasets (published)" in text
+    assert "| XML-CNN | EUR-Lex | 76.38 | 62.81 | 51.41 | Liu et al. 2017 |" in text
+    assert "| XR-Transformer (8x V100) | Wiki-500K | 79.40 | - | - | Zhang et al. 2021 |" in text
+    assert (
+        "- XML-CNN vs LibMultiLabel's XML-CNN on debian-deps: P@1 -2.00 points (>= 0), "
+        "train time 1.50x (<= 1.0x): NOT met"
+    ) in text
+    assert "- ensemble >= Omikuji on every dataset: NOT met" in text
+    assert "- xml-cnn train time on debian-deps: 3000 s (<= 2700 s, margin -300 s): NOT met" in text
+    assert (
+        text.index("#### debian-deps")
+        < text.index("### Other datasets")
+        < text.index("### Targets")
+    )
+
+
+def results_file(path: Path, head: str, methods: dict[str, Any], stats: dict = STATS) -> Path:
+    report = {
+        "command": f"python benchmarks/families.py --out {path.name}",
+        "date": "2026-11-24T00:00:00+00:00",
+        "machine": {"cpu_model": "cpu", "nproc": 2, "memory_gb": 8.0},
+        "git_start": {"head": head, "xmc_core_digest": "d1"},
+        "datasets": {"reuters21578-modapte": {"stats": stats, "methods": methods}},
+    }
+    path.write_text(json.dumps(report), encoding="utf-8")
+    return path
+
+
+def test_merge_pools_methods_and_records_a_different_commit(tmp_path: Path) -> None:
+    a = results_file(tmp_path / "a.json", "c1", {"xml-cnn": method(ok_run(0.80, 100.0))})
+    b = results_file(
+        tmp_path / "b.json", "c2",
+        {"xml-cnn": method(ok_run(0.70, 300.0)),
+         "libmultilabel-xml-cnn": method(ok_run(0.78, 120.0))},
+        STATS | {"featurize_s": 0.7},  # timings may differ, sizes may not
+    )  # fmt: skip
+    merged = fr.merge([a, b], "merge command")
+    methods = merged["datasets"]["reuters21578-modapte"]["methods"]
+    assert sorted(methods) == ["libmultilabel-xml-cnn", "xml-cnn"]
+    assert methods["xml-cnn"]["n_ok_runs"] == 2  # pooled as repeats: medians of both
+    assert methods["xml-cnn"]["train_s_median"] == pytest.approx(200.0)
+    assert methods["xml-cnn"]["metrics"]["P@1"] == pytest.approx(0.75)
+    assert merged["provenance_mismatch"] == [f"commit differs: a.json: {json.dumps('c1')}; "
+                                             f"b.json: {json.dumps('c2')}"]  # fmt: skip
+    assert [m["file"] for m in merged["merged_from"]] == [str(a), str(b)]
+    assert merged["targets"]["xml_cnn_vs_libmultilabel"][0]["met"] is False  # 75.00 < 78.00
+    assert "**Merged runs differ in machine or commit:**" in fr.markdown(merged)
+
+
+def test_merge_refuses_two_different_datasets_under_one_name(tmp_path: Path) -> None:
+    a = results_file(tmp_path / "a.json", "c1", {"xml-cnn": method(ok_run(0.80, 100.0))})
+    b = results_file(
+        tmp_path / "b.json", "c1", {"omikuji": method(ok_run(0.8, 1.0))}, STATS | {"n_test": 5}
+    )
+    with pytest.raises(ValueError, match="dataset reuters21578-modapte differs"):
+        fr.merge([a, b], "merge command")
