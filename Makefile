@@ -23,7 +23,7 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS XMC_PROJECT_DIR
 
 .PHONY: install browser train test lint format bench-featurize clean env
-.PHONY: peers-venv bench-peers
+.PHONY: peers-venv bench-peers bench-families
 
 install: $(STAMP)
 
@@ -76,6 +76,12 @@ $(PEERS_STAMP): benchmarks/requirements-peers.txt
 bench-peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
+
+# The model families and their references (PECOS, Omikuji, LibMultiLabel's XML-CNN); ARGS as
+# `make bench-families ARGS="--datasets reuters21578-modapte --methods xml-cnn,libmultilabel-xml-cnn"`.
+bench-families: $(STAMP) $(PEERS_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(PY) benchmarks/families.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
 
 clean:
 	rm -rf data/artifacts data/datasets data/prefect

@@ -119,3 +119,21 @@ def test_tiny_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert methods["omikuji"]["runs"][0]["n_trees"] == 3
     assert methods["future-family"]["status"] == "skipped"
     assert methods["future-family"]["why"] == f"preset {missing.preset} not found"
+
+
+def test_x_transformer_gets_the_step_budget_and_encoder_of_xr_transformer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    stats = fm.bench_common.prepare(write_lines_dataset(tmp_path / "tiny"), workdir, True)
+    assert stats["n_labels"] == 76
+    preset = tmp_path / "x-transformer.yaml"  # stands for the X-Transformer preset
+    preset.write_text("model:\n  kind: xr-transformer\nencoder:\n  max_length: 128\n")
+    monkeypatch.setitem(fm.METHODS, "x-transformer", fm.Method("ours", preset))
+    xr = ["tree.branching=4", "tree.max_leaf_size=4", "matcher.min_clusters=4"]
+    xr += ["matcher.max_clusters=40", "matcher.steps_per_level=6", "encoder.max_length=32"]
+    budget = fm.transformer_budget(workdir, {"xr-transformer": xr})
+    assert budget["xr_tree_sizes"] == [2, 8, 32, 76]
+    assert budget["xr_matcher_levels"] == [1, 2]  # 8 and 32 clusters are in [4, 40]
+    assert budget["overrides"] == ["matcher.steps_per_level=12", "encoder.max_length=32"]
