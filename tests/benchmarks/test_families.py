@@ -136,4 +136,8 @@ def test_x_transformer_gets_the_step_budget_and_encoder_of_xr_transformer(
     budget = fm.transformer_budget(workdir, {"xr-transformer": xr})
     assert budget["xr_tree_sizes"] == [2, 8, 32, 76]
     assert budget["xr_matcher_levels"] == [1, 2]  # 8 and 32 clusters are in [4, 40]
-    assert budget["overrides"] == ["matcher.steps_per_level=12", "encoder.max_length=32"]
+    # and where the X-Transformer preset differs from configs/xr-transformer-cpu.yaml
+    assert budget["overrides"] == [
+        "matcher.steps_per_level=12", "encoder.max_length=32", "matcher.train_docs=8000",
+        'matcher.device="cpu"',
+    ]  # fmt: skip
