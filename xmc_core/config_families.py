@@ -53,6 +53,8 @@ class XmlCnnConfig(Section):
     val_max_docs: int = Field(5000, ge=1)
     time_budget_s: float | None = Field(None, gt=0, description="stop after this many seconds")
     embedding_weight: float = Field(1.0, gt=0, description="xr: weight of the CNN block")
+    beam_size: int = Field(10, ge=1, description="xr: the CNN's top clusters as negatives")
+    refit_epochs: int = Field(3, ge=1, description="flat ranker's fit(): Adam epochs")
     eval_batch_size: int = Field(256, ge=1)
     device: str = Field("auto", description="auto (CUDA if present), cpu, cuda, cuda:N")
     threads: int | None = Field(None, ge=1, description="torch threads (None: torch's choice)")
