@@ -80,8 +80,9 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
-    """Torch's seed for epoch ``epoch`` (dropout) and, at -1, the initialisation."""
-    return int(np.random.SeedSequence([seed, epoch + 1]).generate_state(1)[0])
+    """Torch's seed for epoch ``epoch`` (dropout); -1: the initialisation, -2: the flat
+    ranker's refit."""
+    return int(np.random.SeedSequence([seed, epoch + 10]).generate_state(1)[0])
 
 
 POOL_BATCHES = 50
