@@ -50,5 +50,5 @@ def test_round_trip_and_damage(tmp_path: Path) -> None:
     again = Vocabulary.load(tmp_path / "v")
     assert again == vocab and again.tokenizer.lowercase is False
     (tmp_path / "v" / "vocab.json").write_text('["x"]')
-    with pytest.raises(ArtifactError, match="vocab.json"):
+    with pytest.raises(ArtifactError, match=r"vocab\.json"):
         Vocabulary.load(tmp_path / "v")

@@ -138,7 +138,9 @@ def write_word_vectors(path: str | Path, words: list[str], vectors: np.ndarray) 
     v1 v2 ...`` a line), written atomically."""
     if len(words) != len(vectors):
         raise ValueError(f"{len(words)} words, {len(vectors)} vectors")
-    lines = (f"{w} {' '.join(f'{v:.6g}' for v in row)}\n" for w, row in zip(words, vectors))
+    lines = (
+        f"{w} {' '.join(f'{v:.6g}' for v in row)}\n" for w, row in zip(words, vectors, strict=True)
+    )
     write_text(path, "".join(lines))
 
 

@@ -116,8 +116,8 @@ def top_rows(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if m == 0 or k == 0:
         return np.zeros((m, k), np.int64), np.zeros((m, k), S.dtype)
     kth = np.take_along_axis(S, np.argpartition(-S, k - 1, axis=1)[:, k - 1 : k], axis=1)
-    above = S > kth
-    tied = S == kth
+    above = kth < S
+    tied = kth == S
     room = k - above.sum(axis=1, keepdims=True)
     keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
     cols = np.nonzero(keep)[1].reshape(m, k)

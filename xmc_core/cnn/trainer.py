@@ -270,7 +270,8 @@ class EpochLoop:
             )
         state.history.append(entry)
         p1 = entry["val_P@1"]
-        progress.emit(f", epoch {epoch}/{cfg.epochs}" + ("" if p1 is None else f", val P@1 {p1:.4f}"))
+        score = "" if p1 is None else f", val P@1 {p1:.4f}"
+        progress.emit(f", epoch {epoch}/{cfg.epochs}{score}")
         if p1 is None or p1 > state.best_p1:
             state.best_p1, state.best_epoch = -1.0 if p1 is None else p1, epoch
             return {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()}
