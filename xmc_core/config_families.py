@@ -25,6 +25,13 @@ class XmlCnnConfig(Section):
     all-MiniLM-L6-v2's WordPiece embeddings, averaged over each word's pieces: pretrained, and
     offline, the nearest thing to the paper's GloVe), ``corpus`` (word vectors from the training
     corpus: SVD of its positive PMI co-occurrence matrix) or ``random``.
+
+    Added for the family's parts: ``beam_size`` (xr: the CNN's top clusters per training
+    document, the ranker's matcher-aware negatives; its own field, as the CNN is not the
+    transformer matcher of the ``matcher`` section) and ``refit_epochs`` (the flat ranker's
+    ``fit``, which refits the output layer alone on fixed features). The defaults are the
+    reference settings (LibMultiLabel's EUR-Lex config: 128 filters, strides 2/1/1, lr 5e-4,
+    batch 64, 50 epochs with early stopping); ``configs/xml-cnn.yaml`` sizes them for a CPU.
     """
 
     placement: Literal["auto", "flat", "xr"] = "auto"
