@@ -139,3 +139,16 @@ def test_time_budget_and_early_stopping(problem: tuple, tmp_path: Path) -> None:
     stopped = train_network(tokens, Y, init, never, tmp_path / "p")
     assert stopped.stopped == "early stop: no better val P@1 in 2 epochs"
     assert len(stopped.history) == stopped.best_epoch + 2
+
+
+def test_progress_lines(problem: tuple, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tokens, Y, init, cfg = problem
+    ticks = iter(range(0, 10**6, 31))  # every step is 31 s: a line each (none at an epoch's end)
+    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+        train_network(tokens, Y, init, cfg, tmp_path / "t", clock=lambda: next(ticks))
+    lines = [m for m in caplog.messages if m.startswith("xml-cnn: step")]
+    ends = [m for m in lines if ", epoch " in m]
+    assert len(ends) == 3 and len(lines) == 3 * 8  # 270 training docs: 8 steps of 32 an epoch
+    assert all(" loss 0.0000," not in m for m in ends)
+    assert ends[0].startswith("xml-cnn: step 8/24 (33%), loss 0.")
+    assert ", epoch 1/3, val P@1 0." in ends[0]

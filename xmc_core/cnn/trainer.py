@@ -229,12 +229,12 @@ class EpochLoop:
         batches = epoch_batches(self.train_rows, self.tokens.lengths, cfg.batch_size, rng)
         self.net.train()
         self.loss_sum, self.loss_steps = 0.0, 0
-        for rows in batches:
+        for i, rows in enumerate(batches):
             loss = self.step(rows)
             self.loss_sum += loss
             self.loss_steps += 1
             progress.step(loss, len(rows))
-            if progress.due():
+            if progress.due() and i + 1 < len(batches):  # the epoch's own line follows
                 progress.emit()
             budget = cfg.time_budget_s
             if budget is not None and self.clock() - start >= budget:
