@@ -25,6 +25,13 @@ class XmlCnnConfig(Section):
     all-MiniLM-L6-v2's WordPiece embeddings, averaged over each word's pieces: pretrained, and
     offline, the nearest thing to the paper's GloVe), ``corpus`` (word vectors from the training
     corpus: SVD of its positive PMI co-occurrence matrix) or ``random``.
+
+    Added for the family's parts: ``beam_size`` (xr: the CNN's top clusters per training
+    document, the ranker's matcher-aware negatives; its own field, as the CNN is not the
+    transformer matcher of the ``matcher`` section) and ``refit_epochs`` (the flat ranker's
+    ``fit``, which refits the output layer alone on fixed features). The defaults are the
+    reference settings (LibMultiLabel's EUR-Lex config: 128 filters, strides 2/1/1, lr 5e-4,
+    batch 64, 50 epochs with early stopping); ``configs/xml-cnn.yaml`` sizes them for a CPU.
     """
 
     placement: Literal["auto", "flat", "xr"] = "auto"
@@ -53,6 +60,8 @@ class XmlCnnConfig(Section):
     val_max_docs: int = Field(5000, ge=1)
     time_budget_s: float | None = Field(None, gt=0, description="stop after this many seconds")
     embedding_weight: float = Field(1.0, gt=0, description="xr: weight of the CNN block")
+    beam_size: int = Field(10, ge=1, description="xr: the CNN's top clusters as negatives")
+    refit_epochs: int = Field(3, ge=1, description="flat ranker's fit(): Adam epochs")
     eval_batch_size: int = Field(256, ge=1)
     device: str = Field("auto", description="auto (CUDA if present), cpu, cuda, cuda:N")
     threads: int | None = Field(None, ge=1, description="torch threads (None: torch's choice)")

@@ -137,11 +137,11 @@ def test_literals_list_the_allowed_values_and_the_near_one(
 
 def test_unregistered_model_kind(capsys: pytest.CaptureFixture[str]) -> None:
     assert dump_config_error(capsys, "--set", "model.kind=xr-lineer") == [
-        "error: model.kind: unknown model family 'xr-lineer' (known: xr-linear, xr-transformer) "
-        "(in --set model.kind=xr-lineer)",
+        "error: model.kind: unknown model family 'xr-lineer' (known: xml-cnn, xr-linear, "
+        "xr-transformer) (in --set model.kind=xr-lineer)",
         "  did you mean xr-linear?",
-        "  fix: set model.kind to xr-linear or xr-transformer (a plug-in family needs its "
-        "module named in $XMC_PLUGINS)",
+        "  fix: set model.kind to xml-cnn or xr-linear or xr-transformer (a plug-in family needs "
+        "its module named in $XMC_PLUGINS)",
     ]
 
 

@@ -30,8 +30,14 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
-FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid"]
+FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid", "xml-cnn"]
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
+CNN_SMALL = [
+    "xml_cnn.placement=flat", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
+    "xml_cnn.num_filters=32", "xml_cnn.hidden_dim=128", "xml_cnn.max_length=64",
+    "xml_cnn.epochs=10", "xml_cnn.batch_size=16", "xml_cnn.lr=0.003", "xml_cnn.dropout=0.2",
+    "xml_cnn.threads=1",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -62,6 +68,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
         sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}"]
     if kind == "toy-centroid":
         sets.append("plugins.toy-centroid.shrink=0.01")
+    if kind == "xml-cnn":
+        sets += CNN_SMALL
     return sets
 
 

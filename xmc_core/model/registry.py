@@ -31,10 +31,13 @@ _BUILTIN_PARTS = {
     "EmbeddingFeatures": "xmc_core.transformer.ranker:EmbeddingFeatures",
     "TfidfVectorizer": "xmc_core.features.tfidf:TfidfVectorizer",
     "GivenFeatures": "xmc_core.features.matrices:GivenFeatures",
+    "CnnFeatures": "xmc_core.cnn.parts:CnnFeatures",
+    "CnnOutputRanker": "xmc_core.cnn.parts:CnnOutputRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
     "xr-transformer": "xmc_core.families.xr_transformer:FAMILY",
+    "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}

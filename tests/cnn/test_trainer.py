@@ -1,0 +1,154 @@
+"""The XML-CNN training loop: it learns, stops early on a validation split carved from train,
+keeps to its time budget, resumes, and is seeded."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.model_helpers import Featurized
+from xmc_core.cnn import trainer
+from xmc_core.cnn.checkpoint import load_tensors
+from xmc_core.cnn.embeddings import initial_embeddings
+from xmc_core.cnn.trainer import epoch_batches, split_rows, train_network
+from xmc_core.cnn.vocab import vocabulary
+from xmc_core.config import XmcConfig
+from xmc_core.config_families import XmlCnnConfig
+from xmc_core.corpus import Corpus
+from xmc_core.families import xml_cnn
+from xmc_core.families.train import train_in_process
+
+
+def test_loss_falls_and_p1_beats_the_frequency_baseline(
+    trained_flat: dict, cnn_features: Featurized
+) -> None:
+    history = trained_flat["network"].history
+    assert [h["epoch"] for h in history] == list(range(1, len(history) + 1))
+    assert history[-1]["loss"] < 0.9 * history[0]["loss"], history
+    counts = np.bincount(cnn_features.train.Y.indices, minlength=cnn_features.train.Y.shape[1])
+    top = int(np.argmax(counts))  # every document gets the most frequent training label
+    baseline = float((cnn_features.test.Y[:, top].toarray() > 0).mean())
+    p1 = trained_flat["evaluation"].values["P@1"]
+    assert p1 > baseline + 0.1, (p1, baseline)
+
+
+def test_validation_rows_are_a_seeded_part_of_train() -> None:
+    cfg = XmlCnnConfig(val_fraction=0.1, val_max_docs=25, seed=5)
+    train, val = split_rows(300, cfg)
+    assert len(val) == 25 and len(train) == 275  # 10% = 30, at most 25
+    assert not set(train) & set(val) and set(train) | set(val) == set(range(300))
+    assert np.array_equal(split_rows(300, cfg)[1], val)
+    assert len(split_rows(1, cfg)[1]) == 0 and len(split_rows(2, cfg)[1]) == 1
+
+
+def test_the_network_never_sees_the_test_split(
+    cnn_dataset: Path, cnn_config: XmcConfig, cnn_features: Featurized,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    seen = {}
+
+    class Seen(Exception):
+        pass
+
+    def spy(tokens, Y, init, cfg, out):
+        seen.update(n=tokens.n_docs, Y=Y)
+        raise Seen
+
+    monkeypatch.setattr(xml_cnn, "train_network", spy)
+    with pytest.raises(Seen):
+        train_in_process(Corpus(cnn_dataset), cnn_config.model_copy(update={"work_dir": tmp_path}))
+    assert seen["n"] == cnn_features.train.X.shape[0] == 300
+    assert (seen["Y"] != cnn_features.train.Y).nnz == 0
+
+
+def test_batches_group_lengths_and_cover_each_row_once() -> None:
+    lengths = np.arange(100)[::-1].copy()
+    batches = epoch_batches(np.arange(100), lengths, 10, np.random.default_rng(0))
+    assert len(batches) == 10 and sorted(np.concatenate(batches).tolist()) == list(range(100))
+    spans = [int(np.ptp(lengths[b])) for b in batches]
+    assert max(spans) < 20  # one pool of 50 batches: sorted, so each batch is 10 neighbours
+    short = epoch_batches(np.arange(7), lengths, 10, np.random.default_rng(0))
+    assert [len(b) for b in short] == [7]  # fewer rows than a batch: one batch
+
+
+@pytest.fixture(scope="module")
+def problem(cnn_dataset: Path, cnn_features: Featurized) -> tuple:
+    corpus = Corpus(cnn_dataset)
+    cfg = XmlCnnConfig(
+        embedding_init="random", embedding_dim=16, num_filters=8, hidden_dim=16,
+        max_length=32, batch_size=32, lr=0.003, threads=1, epochs=3, patience=5,
+    )  # fmt: skip
+    vocab = vocabulary(corpus, XmcConfig().tokenizer, 5000, 1, cfg.max_length)
+    tokens = vocab.ids(corpus.read_split("train", ["text"]).column("text"))
+    return tokens, cnn_features.train.Y, initial_embeddings(vocab.words, cfg), cfg
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_tensors(folder / "network.safetensors")
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_same_seed_same_network_and_resume_ends_the_same(
+    problem: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    tokens, Y, init, cfg = problem
+    first = train_network(tokens, Y, init, cfg, tmp_path / "a")
+    train_network(tokens, Y, init, cfg, tmp_path / "b")
+    assert same(weights(tmp_path / "a"), weights(tmp_path / "b"))
+    assert len(first.history) == 3 and first.stopped == "all 3 epochs"
+    other = train_network(tokens, Y, init, cfg.model_copy(update={"seed": 1}), tmp_path / "s")
+    assert not same(weights(first.folder), weights(other.folder))
+
+    save, calls = trainer.EpochLoop.save_resume, []
+
+    def interrupted(self, *args):
+        save(self, *args)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer.EpochLoop, "save_resume", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_network(tokens, Y, init, cfg, tmp_path / "c")
+    assert (tmp_path / ".c.resume" / "state.json").is_file()
+    monkeypatch.setattr(trainer.EpochLoop, "save_resume", save)
+    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+        resumed = train_network(tokens, Y, init, cfg, tmp_path / "c")
+    assert "xml-cnn: resumed after epoch 2 from" in caplog.text
+    assert same(weights(resumed.folder), weights(first.folder))
+    assert resumed.history[:2] == [{**h, "seconds": resumed.history[i]["seconds"]}
+                                   for i, h in enumerate(first.history[:2])]  # fmt: skip
+    assert not (tmp_path / ".c.resume").exists()
+
+
+def test_time_budget_and_early_stopping(problem: tuple, tmp_path: Path) -> None:
+    tokens, Y, init, cfg = problem
+    ticks = iter(range(0, 10**6, 100))
+    budget = cfg.model_copy(update={"time_budget_s": 150.0, "epochs": 50})
+    done = train_network(tokens, Y, init, budget, tmp_path / "t", clock=lambda: next(ticks))
+    assert len(done.history) == 1 and done.stopped == "time budget of 2m30s reached"
+    never = cfg.model_copy(update={"lr": 1e-9, "epochs": 50, "patience": 2})
+    stopped = train_network(tokens, Y, init, never, tmp_path / "p")
+    assert stopped.stopped == "early stop: no better val P@1 in 2 epochs"
+    assert len(stopped.history) == stopped.best_epoch + 2
+
+
+def test_progress_lines(problem: tuple, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tokens, Y, init, cfg = problem
+    ticks = iter(range(0, 10**6, 31))  # every step is 31 s: a line each (none at an epoch's end)
+    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+        train_network(tokens, Y, init, cfg, tmp_path / "t", clock=lambda: next(ticks))
+    lines = [m for m in caplog.messages if m.startswith("xml-cnn: step")]
+    ends = [m for m in lines if ", epoch " in m]
+    assert len(ends) == 3 and len(lines) == 3 * 8  # 270 training docs: 8 steps of 32 an epoch
+    assert all(" loss 0.0000," not in m for m in ends)
+    assert ends[0].startswith("xml-cnn: step 8/24 (33%), loss 0.")
+    assert ", epoch 1/3, val P@1 0." in ends[0]
