@@ -30,7 +30,7 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
-FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid"]
+FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid", "ensemble"]
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 
 
@@ -62,6 +62,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
         sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}"]
     if kind == "toy-centroid":
         sets.append("plugins.toy-centroid.shrink=0.01")
+    if kind == "ensemble":
+        sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
     return sets
 
 
