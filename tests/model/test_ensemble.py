@@ -14,6 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from tests.cli_helpers import xmc
+from xmc_core.app.describe import describe_model, format_model
 from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.config_families import EnsembleConfig
 from xmc_core.corpus import Corpus
@@ -191,6 +192,10 @@ def test_save_load_predict_identical(trained: dict, corpus: Corpus, tmp_path: Pa
     texts = corpus.read_split("test", ["text"]).column("text").to_pylist()[:50]
     a, b = model.predict(texts), loaded.predict(texts)
     assert a.nnz > 0 and (a != b).nnz == 0
+    info = format_model(describe_model(tmp_path / "m"))  # xmc info
+    assert "encoder: TF-IDF, 20,000 features (n-grams up to 2) (EnsembleEncoder)\n" in info
+    assert "\nranker: EnsembleRanker on 20,000 input features\nmembers: 3 (XRLinearModel, " in info
+    assert "XRLinearModel), combined by rank_average\n" in info
     damaged = tmp_path / "m" / "ranker" / "members" / "1" / "W1.npz"
     damaged.write_bytes(damaged.read_bytes()[:40])
     with pytest.raises(ArtifactError, match=r"W1\.npz"):

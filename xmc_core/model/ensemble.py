@@ -256,6 +256,7 @@ class EnsembleRanker:
             "ensemble": self.cfg.model_dump(mode="json"),
             "predict": self.predict_cfg.model_dump(mode="json"),
             "n_labels": self.n_labels,
+            "n_features": self.n_features_,
         }
         write_meta(folder, "EnsembleRanker", fields)
 
