@@ -289,3 +289,32 @@ def test_a_text_member_on_a_corpus_without_text_is_refused_before_any_work(
                "--set", members, "--set", f"work_dir={tmp_path / 'w'}")  # fmt: skip
     assert done.returncode != 0 and "ensemble.members[1].kind xr-transformer" in done.stderr
     assert not (tmp_path / "w").exists() and not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize(
+    ("member", "message"),
+    [
+        (
+            "{kind: xr-transformer}",
+            "ensemble.members[1].kind=xr-transformer needs raw text, and feature matrices hold "
+            "none\n  fix: set ensemble.members[1].kind=xr-linear, or train on a text dataset",
+        ),
+        (
+            "{set: [label_features.kind=label_text]}",
+            "label_features.kind=label_text (in ensemble.members[1].set) needs label texts, and "
+            "feature matrices hold none\n  fix: set label_features.kind=pifa (in "
+            "ensemble.members[1].set)",
+        ),
+    ],
+)
+def test_a_member_feature_matrices_cannot_feed_is_refused(
+    member: str, message: str, tmp_path: Path
+) -> None:
+    from xmc_core.model.estimator import XmcClassifier
+
+    cfg = load("{}", member).model_copy(update={"work_dir": tmp_path})
+    X, Y = sp.csr_matrix(np.eye(4, dtype=np.float32)), sp.csr_matrix(np.eye(4, 2))
+    with pytest.raises(InputError) as err:
+        XmcClassifier(cfg).fit(X, Y)
+    assert message in str(err.value)
+    assert not any(tmp_path.iterdir())
