@@ -267,11 +267,11 @@ def test_a_pyfunc_pins_what_its_members_import() -> None:
 
 @pytest.fixture(scope="module")
 def bow(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    src = tmp_path_factory.mktemp("xc-src")
+    src, dest = tmp_path_factory.mktemp("ens-xc"), tmp_path_factory.mktemp("ens-bow") / "bow"
     for split in ("train", "test"):
         (src / f"{split}.txt").write_text("2 4 3\n0,1 0:1.0 2:0.5\n2 1:1.0 3:2.0\n")
-    ingest("xc", src, src.parent / "bow", IngestOptions())
-    return src.parent / "bow"
+    ingest("xc", src, dest, IngestOptions())
+    return dest
 
 
 def test_a_text_member_on_a_corpus_without_text_is_refused_before_any_work(
