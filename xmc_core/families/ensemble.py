@@ -17,6 +17,7 @@ from typing import Any
 
 from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.config_families import EnsembleConfig
+from xmc_core.corpus.schema import SPLITS
 from xmc_core.families import featurize, matrices
 from xmc_core.families.common import EVALUATE
 from xmc_core.features.split_features import SplitFeatures
@@ -27,7 +28,6 @@ from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import PrefixedRunner, Runner, Stage
 
 NAME = "ensemble"
-SPLITS = ("train", "test")
 
 
 def members(cfg: XmcConfig) -> list[Member]:
