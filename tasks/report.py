@@ -24,6 +24,7 @@ from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.plots import TITLES
 from xmc_core.evaluation.report import read_json
 from xmc_core.evaluation.run_report import RunReport, build_report, percent_table, png_data_uri
+from xmc_core.model import registry
 from xmc_core.storage.atomic import write_text
 
 REPORT_KEY = "xmc-run-report"
@@ -70,7 +71,21 @@ def gather_report(
         diagnostics=summary,
         intake=intake,
         no_decision=promotion_outcome(cfg, None)[1] if decision is None else "",
+        members=member_metrics(cfg, outputs),
     )
+
+
+def member_metrics(cfg: XmcConfig, outputs: Mapping[str, str]) -> list[dict[str, Any]]:
+    """An ensemble's members' test metrics (``outputs["member_evaluations"]``: a JSON list of
+    their evaluation folders), each with the member's label; [] for other families."""
+    folders = json.loads(outputs.get("member_evaluations") or "[]")
+    if not folders:
+        return []
+    labels = [member.label for member, _ in registry.trained_families(cfg)]
+    return [
+        {"member": label, "metrics": read_json(Path(folder) / "metrics.json")}
+        for label, folder in zip(labels, folders, strict=True)
+    ]
 
 
 def report_path(work_dir: str | Path) -> Path:

@@ -339,6 +339,12 @@ class XmcConfig(Section):
                 raise ValueError("; ".join(m.text for m in found)) from None
         return self
 
+    @model_validator(mode="after")
+    def _ensemble_members(self) -> XmcConfig:
+        if self.model.kind == "ensemble":
+            self.ensemble.member_configs(self)  # each member's own config is valid
+        return self
+
     def plugin(self, name: str) -> Section:
         """The validated settings of plug-in family ``name`` (its defaults when absent)."""
         from xmc_core.model import registry

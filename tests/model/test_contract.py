@@ -30,7 +30,7 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
-FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid", "xml-cnn"]
+FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid", "xml-cnn", "ensemble"]
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 CNN_SMALL = [
     "xml_cnn.placement=flat", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
@@ -70,6 +70,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
         sets.append("plugins.toy-centroid.shrink=0.01")
     if kind == "xml-cnn":
         sets += CNN_SMALL
+    if kind == "ensemble":
+        sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
     return sets
 
 

@@ -94,6 +94,8 @@ def _encoder(folder: Path, layout: dict[str, Any], config: dict | None) -> dict[
     if layout["encoder_dir"] is None or layout["encoder"] == "TfidfEncoder":
         return out
     part = folder / layout["encoder_dir"]
+    if not (part / "encoder" / "config.json").is_file():  # not a transformer: its class only
+        return out
     meta, text = _part_meta(part), _part_meta(part / "encoder")
     hf = _read_optional(part / "encoder" / "config.json", json.loads) or {}
     settings = text.get("config", {})
@@ -126,6 +128,8 @@ def _ranker(folder: Path, cls: str) -> dict[str, Any]:
         "levels": levels,
         "predict": meta.get("predict"),
         "settings": meta.get("ranker"),
+        "members": meta.get("members"),  # an ensemble's: its members' classes
+        "combine": (meta.get("ensemble") or {}).get("combine"),
     }
 
 
@@ -231,6 +235,9 @@ def _encoder_lines(d: dict[str, Any]) -> list[str]:
 
 def _ranker_lines(r: dict[str, Any]) -> list[str]:
     lines = [f"ranker: {r['class']} on {_n(r['input_features'])} input features"]
+    if r.get("members"):
+        classes = ", ".join(r["members"])
+        lines.append(f"members: {len(r['members'])} ({classes}), combined by {r['combine']}")
     if r["levels"]:
         lines.append(f"tree: {len(r['levels'])} levels")
         lines += [

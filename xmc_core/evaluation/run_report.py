@@ -21,6 +21,8 @@ FAMILIES = ("P", "nDCG", "R", "PSP")
 _METRIC = re.compile(r"(.+)@(\d+)")
 MAX_EMBEDDED_PNG_BYTES = 300_000
 """Larger plots are not embedded in the report (its local file is still named)."""
+MEMBER_METRICS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@5")
+"""The test metrics shown for each member of an ensemble (those present)."""
 MLFLOW_UI = "http://127.0.0.1:5000"
 """Where ``mlflow ui`` serves by default (for the command the report prints)."""
 
@@ -98,6 +100,7 @@ def build_report(
     champion: Mapping[str, float] | None = None,
     intake: Mapping[str, Any] | None = None,
     no_decision: str = "",
+    members: Sequence[Mapping[str, Any]] = (),
 ) -> RunReport:
     """The report of one run.
 
@@ -111,7 +114,8 @@ def build_report(
     ``diagnostics``: ``diagnostics.json``;
     ``champion``: the champion's metrics (default: the decision's champion value);
     ``intake``: what the retrain flow's intake did (``IntakeResult.to_dict()``), None outside it;
-    ``no_decision``: why there is no decision (default: the registry is off).
+    ``no_decision``: why there is no decision (default: the registry is off);
+    ``members``: an ensemble's members, ``[{"member": label, "metrics": test metrics}]``.
     """
     table = metrics_table(metrics, champion if champion is not None else champion_metrics(decision))
     sections = [
@@ -119,6 +123,7 @@ def build_report(
         intake_section(intake),
         _dataset_section(manifest),
         _metrics_section(table),
+        _members_section(members, metrics.get("test") or {}),
         _decision_section(decision, no_decision),
         _diagnostics_section(diagnostics),
         _timings_section(timings),
@@ -184,6 +189,21 @@ def _metrics_section(table: list[dict[str, Any]]) -> str:
             cells += [_pct(row["champion"]), _pct(delta, signed=True)]
         rows.append(cells)
     return f"## Metrics\n\n{_table(header, rows)}"
+
+
+def _members_section(members: Sequence[Mapping[str, Any]], ensemble: Mapping[str, float]) -> str:
+    """``## Ensemble members``: each member's test metrics beside the ensemble's."""
+    if not members:
+        return ""
+    found = [*ensemble, *(n for m in members for n in m["metrics"])]
+    names = [n for n in MEMBER_METRICS if n in found]
+    rows = [
+        [f"{i}: {m['member']}", *(_pct(_get(m["metrics"], n)) for n in names)]
+        for i, m in enumerate(members)
+    ]
+    rows.append(["**ensemble**", *(_pct(_get(ensemble, n)) for n in names)])
+    body = _table(["member", *(f"{n} (%)" for n in names)], rows)
+    return f"## Ensemble members\n\nTest split.\n\n{body}"
 
 
 def _decision_section(decision: Mapping[str, Any] | None, no_decision: str = "") -> str:

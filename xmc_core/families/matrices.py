@@ -90,20 +90,24 @@ def check_matrix_run(files: MatrixFiles, cfg: XmcConfig) -> tuple[int, int]:
     """Refuse, before any work, what a run on matrices cannot do: a family that needs raw
     text, label features that need label texts, and bad files (:func:`check_matrix_files`).
     Returns (n_features, n_labels)."""
-    family = registry.family(cfg.model.kind)
-    if family.needs_text:
-        raise InputError(
-            None,
-            f"model.kind={family.name} needs raw text, and feature matrices hold none",
-            "set model.kind=xr-linear, or train on a text dataset: xmc train DATASET MODEL",
-        )
-    if cfg.label_features.kind != "pifa":
-        raise InputError(
-            None,
-            f"label_features.kind={cfg.label_features.kind} needs label texts, and feature "
-            "matrices hold none",
-            "set label_features.kind=pifa",
-        )
+    for member, family in registry.trained_families(cfg):
+        if family.needs_text:
+            raise InputError(
+                None,
+                f"{member.key}.kind={family.name} needs raw text, and feature matrices hold none",
+                f"set {member.key}.kind=xr-linear, or train on a text dataset: xmc train "
+                "DATASET MODEL",
+            )
+        kind, where = member.cfg.label_features.kind, ""
+        if member.cfg.label_features != cfg.label_features:  # a member's own
+            where = f" (in {member.key}.set)"
+        if kind != "pifa":
+            raise InputError(
+                None,
+                f"label_features.kind={kind}{where} needs label texts, and feature matrices "
+                "hold none",
+                f"set label_features.kind=pifa{where}",
+            )
     return check_matrix_files(files)
 
 

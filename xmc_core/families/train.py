@@ -34,13 +34,14 @@ def check_dataset(dataset: Path, cfg: XmcConfig) -> None:
 
 
 def _check_kind(path: Path, kind: str, cfg: XmcConfig) -> None:
-    family = registry.family(cfg.model.kind)
-    if family.needs_text and kind != "text":
-        raise InputError(
-            path,
-            f"model.kind {family.name} needs a raw-text corpus, this one is {kind}",
-            "pass a text dataset, or set model.kind=xr-linear",
-        )
+    """``model.kind`` (or, for an ensemble, each member's kind) against the corpus kind."""
+    for member, family in registry.trained_families(cfg):
+        if family.needs_text and kind != "text":
+            raise InputError(
+                path,
+                f"{member.key}.kind {family.name} needs a raw-text corpus, this one is {kind}",
+                f"pass a text dataset, or set {member.key}.kind=xr-linear",
+            )
 
 
 def train_graph(

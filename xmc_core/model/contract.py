@@ -120,7 +120,9 @@ class Family:
     it reads (shown in the run report, checked by the contract tests); ``plugin_section``: the
     config section class of a family defined outside ``xmc_core`` (its values live under
     ``plugins.<name>`` in the config); ``needs_text``: trains on raw text (not bag-of-words);
-    ``requirements``: packages its served model imports beyond the core ones.
+    ``requirements``: packages its served model imports beyond the core ones; ``members``:
+    a family made of other families (an ensemble): ``cfg`` -> its :class:`Member` s, whose
+    needs (raw text, label texts, packages) are checked and pinned for it.
     """
 
     name: str
@@ -130,6 +132,18 @@ class Family:
     plugin_section: type[Section] | None = None
     needs_text: bool = False
     requirements: Sequence[str] = ()
+    members: Callable[[XmcConfig], Sequence[Member]] | None = None
+
+
+@dataclass(frozen=True)
+class Member:
+    """One family a composed family trains: ``key``, where it is configured (e.g.
+    ``ensemble.members[1]``); ``label``, what a report calls it (``xr-linear tree.seed=1``);
+    ``cfg``, its whole config."""
+
+    key: str
+    label: str
+    cfg: XmcConfig
 
 
 def label_counts(Y: sp.csr_matrix) -> np.ndarray:

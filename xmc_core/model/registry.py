@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xmc_core.errors import ArtifactError, InputError
-from xmc_core.model.contract import Family
+from xmc_core.model.contract import Family, Member
 
 if TYPE_CHECKING:
-    from xmc_core.config import Section
+    from xmc_core.config import Section, XmcConfig
 
 PLUGINS_ENV = "XMC_PLUGINS"
 """Comma-separated modules that register more families and parts when imported."""
@@ -33,11 +33,14 @@ _BUILTIN_PARTS = {
     "GivenFeatures": "xmc_core.features.matrices:GivenFeatures",
     "CnnFeatures": "xmc_core.cnn.parts:CnnFeatures",
     "CnnOutputRanker": "xmc_core.cnn.parts:CnnOutputRanker",
+    "EnsembleEncoder": "xmc_core.model.ensemble:EnsembleEncoder",
+    "EnsembleRanker": "xmc_core.model.ensemble:EnsembleRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
     "xr-transformer": "xmc_core.families.xr_transformer:FAMILY",
     "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
+    "ensemble": "xmc_core.families.ensemble:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
@@ -75,6 +78,24 @@ def family(name: str) -> Family:
             f"set model.kind to one of them, or name the module defining it in ${PLUGINS_ENV}",
         )
     return found
+
+
+def trained_families(cfg: XmcConfig) -> list[tuple[Member, Family]]:
+    """Every family ``cfg`` trains, each with where it is configured: ``model`` and the
+    configured family, or each member of a family made of others (an ensemble)."""
+    top = family(cfg.model.kind)
+    if top.members is None:
+        return [(Member("model", top.name, cfg), top)]
+    return [(member, family(member.cfg.model.kind)) for member in top.members(cfg)]
+
+
+def requirements(name: str, cfg: XmcConfig | None = None) -> list[str]:
+    """Packages a served model of family ``name`` imports beyond the core ones: the family's
+    own and, when ``cfg`` trains ``name``, those of every family it is made of."""
+    found = list(family(name).requirements)
+    if cfg is not None and cfg.model.kind == name:
+        found += [r for _, f in trained_families(cfg) for r in f.requirements]
+    return list(dict.fromkeys(found))
 
 
 def plugin_section(name: str) -> type[Section] | None:

@@ -71,10 +71,11 @@ def model_signature(defaults: PredictConfig) -> ModelSignature:
     )
 
 
-def pip_requirements(family: str) -> list[str]:
+def pip_requirements(family: str, cfg: XmcConfig | None = None) -> list[str]:
     """``package==version`` of the running environment for what the pyfunc imports: the core
-    packages and those the model's family declares."""
-    names = CORE_REQUIREMENTS + tuple(registry.family(family).requirements)
+    packages and those the model's family declares (an ensemble's: its members' families, as
+    ``cfg`` configures them)."""
+    names = CORE_REQUIREMENTS + tuple(registry.requirements(family, cfg))
     pins = []
     for name in names:
         try:
@@ -119,7 +120,7 @@ def log_model(
             code_paths=[str(code)],
             signature=model_signature(model_predict_config(folder)),
             input_example=INPUT_EXAMPLE,
-            pip_requirements=pip_requirements(family),
+            pip_requirements=pip_requirements(family, cfg),
             metadata={
                 "xmc_kind": family,
                 "xmc_version": xmc_core.__version__,

@@ -169,3 +169,36 @@ class InProcessRunner:
 
     def handoff(self, name: str, graph: Callable[..., Any], **args: Any) -> Any:
         return graph(self, **args)
+
+
+class PrefixedRunner:
+    """A runner that runs a sub-graph on ``base`` with every stage label prefixed (an ensemble
+    member's stages: ``member-1-label-tree``). Handles are ``base``'s; the cache keys do not
+    depend on labels, so a sub-graph's stages are cached as ``base`` caches them. A hand-off
+    goes to ``base`` (a runner may send it elsewhere); run here, its stages are prefixed too."""
+
+    def __init__(self, base: Runner, prefix: str) -> None:
+        self.base, self.prefix = base, prefix
+
+    def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Any:
+        return self.base(stage, label=self.prefix + (label or stage.name), **args)
+
+    def map(
+        self, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str], **args: Any
+    ) -> list[Any]:
+        return self.base.map(stage, over, [self.prefix + label for label in labels], **args)
+
+    def value(self, handle: Any) -> Any:
+        return self.base.value(handle)
+
+    def source(self, cls: type, path: str) -> Any:
+        return self.base.source(cls, path)
+
+    def handoff(self, name: str, graph: Callable[..., Any], **args: Any) -> Any:
+        return self.base.handoff(name, lambda _base, **a: graph(self, **a), **args)
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else of the base runner (the Prefect runner's ``path``, ``work_dir``)."""
+        if name == "base":  # not set yet (a copy being built)
+            raise AttributeError(name)
+        return getattr(self.base, name)
