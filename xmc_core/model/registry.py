@@ -35,6 +35,7 @@ _BUILTIN_PARTS = {
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
     "xr-transformer": "xmc_core.families.xr_transformer:FAMILY",
+    "x-transformer": "xmc_core.families.x_transformer:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
