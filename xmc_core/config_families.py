@@ -90,10 +90,14 @@ class XTransformerConfig(Section):
     TF-IDF), ``pifa_neural`` (PIFA over the pretrained encoder's document embeddings) or
     ``label_text`` (TF-IDF of the label names); the tree (``tree`` section) is cut at its
     finest cluster level (clusters of at most ``tree.max_leaf_size`` labels). The matcher
-    (``encoder`` and ``matcher`` sections: steps, batch, learning rates; ``matcher.beam_size``
-    is the b clusters kept) is fine-tuned once at that resolution, without bootstrapping;
-    the ranker (``ranker`` section: ``negatives`` tfn, man or tfn+man) is linear on
-    ``[TF-IDF, embedding]`` and scores only the labels of the matcher's top clusters.
+    (``encoder`` and ``matcher`` sections: steps, batch, learning rates) is fine-tuned once at
+    that resolution, from the pretrained encoder, without head bootstrapping or importance
+    weights (``matcher.min_clusters``/``max_clusters``, ``bootstrap`` and
+    ``importance_weights`` are not read). The ranker (``ranker`` section) is linear on
+    ``[TF-IDF, embedding]``, trained on the labels of the true clusters (``negatives`` tfn),
+    of the matcher's top ``matcher.beam_size`` clusters (man) or both; it scores only the
+    labels of the matcher's top ``predict.beam_size`` clusters (``predict.post_processor``
+    noop: the ranker's score alone, as the reference).
     """
 
     indexing: Literal["pifa_tfidf", "pifa_neural", "label_text"] = "pifa_tfidf"

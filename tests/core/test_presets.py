@@ -93,3 +93,17 @@ def test_benchmark_presets_are_the_shipped_files(monkeypatch: pytest.MonkeyPatch
     args = xr_transformer.parse_args(["--preset", "cpu-reduced", "--set", "matcher.seed=3"])
     assert args.config == CONFIGS / "xr-transformer-cpu.yaml"
     assert args.overrides == ["matcher.seed=3"]
+
+
+def test_x_transformer_preset_matches_xr_transformers_encoder_and_step_budget() -> None:
+    """The benchmark's pair (the paper's ordering needs the same encoder and step budget):
+    on debian-deps (42,850 labels) XR-Transformer's CPU preset trains 2 levels x 150 steps."""
+    from xmc_core.transformer.single_resolution import xr_transformer_steps
+
+    xt, xr = load("x-transformer-cpu.yaml"), load("xr-transformer-cpu.yaml")
+    assert xt.model.kind == "x-transformer" and xt.encoder == xr.encoder
+    assert xt.matcher.steps_per_level == xr_transformer_steps(42_850, xr.tree, xr.matcher) == 300
+    same = ("device", "batch_size", "train_docs", "encoder_lr", "head_lr", "eval_docs")
+    assert all(getattr(xt.matcher, k) == getattr(xr.matcher, k) for k in same)
+    assert xt.tree == xr.tree and xt.ranker.negatives == "tfn+man"
+    assert xt.predict.post_processor == "noop"

@@ -30,7 +30,7 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
-FAMILIES = ["xr-linear", "xr-transformer", "toy-centroid", "xml-cnn", "ensemble"]
+FAMILIES = ["xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "ensemble", "toy-centroid"]
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 CNN_SMALL = [
     "xml_cnn.placement=flat", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
@@ -66,6 +66,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
     sets = [f"work_dir={work}", f"model.kind={kind}", "tracking.enabled=false", *SMALL]
     if kind == "xr-transformer":
         sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}"]
+    if kind == "x-transformer":
+        sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}", "ranker.negatives=tfn+man"]
     if kind == "toy-centroid":
         sets.append("plugins.toy-centroid.shrink=0.01")
     if kind == "xml-cnn":

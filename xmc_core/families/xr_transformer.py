@@ -20,7 +20,7 @@ from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.linear.model import LevelRankers
+from xmc_core.linear.model import LevelRankers, XRLinearModel
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
@@ -138,13 +138,22 @@ def assemble(
     """Vectorizer + label index + refined tree + level rankers + the last matcher level's
     encoder -> a deployable model."""
     model = level_ranker(tree, levels, train, ranker, predict)
+    return transformer_model(NAME, vectorizer, labels, model, train, checkpoint, matcher)
+
+
+def transformer_model(
+    family: str, vectorizer: TfidfVectorizer, labels: LabelIndex, ranker: XRLinearModel,
+    train: SplitFeatures, checkpoint: MatcherCheckpoint, matcher: MatcherConfig,
+) -> XmcModel:  # fmt: skip
+    """A deployable model of family ``family``: the ranker on ``[TF-IDF, weight * e]``, its
+    encoder the matcher ``checkpoint``'s fine-tuned transformer (``EmbeddingFeatures``)."""
     encoder, tokenizer = checkpoint.encoder()
     features = EmbeddingFeatures(
         encoder, tokenizer, matcher.embedding_weight, matcher.embed_batch_size, matcher.device,
         matcher.bf16,
     )  # fmt: skip
     return XmcModel(
-        NAME, vectorizer, labels, features, model, label_counts(train.Y), train.X.shape[0]
+        family, vectorizer, labels, features, ranker, label_counts(train.Y), train.X.shape[0]
     )
 
 
@@ -207,21 +216,26 @@ def matcher_graph(
     return checkpoints
 
 
-def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """Tokens (per partition), matcher tree and levels, embeddings, refined tree, matcher
-    shortlists, ranker levels, model, evaluation on the embedded test split."""
-    corpus = feats["corpus"]
+def tokenize_splits(run: Runner, corpus: Any, encoder: EncoderConfig) -> dict[str, Any]:
+    """The subword ids of every split: one TOKENS call per partition, then one TOKENS_SPLIT
+    per split; returns ``{split: handle}``."""
     refs = {s: run.value(corpus).partitions(s) for s in SPLITS}
     parts = {
         s: run.map(
             TOKENS, {"ref": refs[s]}, [f"tokenize-{s}-{r.row_group}" for r in refs[s]],
-            corpus=corpus, encoder=cfg.encoder,
+            corpus=corpus, encoder=encoder,
         )
         for s in SPLITS
     }  # fmt: skip
-    tokens = {
+    return {
         s: run(TOKENS_SPLIT, label=f"assemble-tokens-{s}", parts=parts[s], split=s) for s in SPLITS
     }
+
+
+def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
+    """Tokens (per partition), matcher tree and levels, embeddings, refined tree, matcher
+    shortlists, ranker levels, model, evaluation on the embedded test split."""
+    tokens = tokenize_splits(run, feats["corpus"], cfg.encoder)
     matcher_tree = run(
         TREE, label="matcher-tree", label_features=feats["label_features"], cfg=cfg.tree
     )

@@ -44,6 +44,14 @@ def tree_depths(n_depths: int, branching: int) -> list[int]:
     return list(range(n_depths, 0, -step))[::-1]
 
 
+def planned_level_sizes(n_labels: int, cfg: TreeConfig) -> list[int]:
+    """The ``level_sizes()`` of the tree :meth:`LabelTree.build` makes for ``n_labels`` labels,
+    without building it: the halves of a split differ by at most one label, so binary depth d
+    has ``min(2**d, n_labels)`` clusters."""
+    depths = tree_depths(binary_depth(n_labels, cfg.max_leaf_size), cfg.branching)
+    return [min(1 << d, n_labels) for d in depths] + [n_labels]
+
+
 def _split_all(z: sp.csr_matrix, cfg: TreeConfig, n_depths: int) -> list[np.ndarray]:
     """Run the binary splits (a run longer than 30 s logs the depths done, the rate and the
     time left); returns ``ptr`` int64 (n_clusters + 1,) per depth 0..D, and the final

@@ -39,6 +39,7 @@ _BUILTIN_PARTS = {
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
     "xr-transformer": "xmc_core.families.xr_transformer:FAMILY",
+    "x-transformer": "xmc_core.families.x_transformer:FAMILY",
     "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
     "ensemble": "xmc_core.families.ensemble:FAMILY",
 }

@@ -26,7 +26,11 @@ def matcher_levels(tree: LabelTree, cfg: MatcherConfig) -> list[int]:
     """Tree levels (indices into ``tree.C``) the matcher trains, coarse to fine: those with
     ``min_clusters <= K <= max_clusters`` (the label level too, when there are few enough
     labels); if none, the finest level with ``K <= max_clusters``, else the coarsest level."""
-    sizes = tree.level_sizes()
+    return levels_of_sizes(tree.level_sizes(), cfg)
+
+
+def levels_of_sizes(sizes: list[int], cfg: MatcherConfig) -> list[int]:
+    """:func:`matcher_levels` of a tree whose ``level_sizes()`` are ``sizes``."""
     chosen = [t for t, k in enumerate(sizes) if cfg.min_clusters <= k <= cfg.max_clusters]
     if chosen:
         return chosen
