@@ -258,7 +258,8 @@ def write_embeddings(datadir: Path, c: XmlCnnConfig, texts: list[str]) -> dict[s
                 fh.write(word + " " + " ".join(f"{v:.6g}" for v in vec) + "\n")
         init = "random (xmc_core.cnn missing)"
     else:
-        vectors = initial_embeddings(words, c, texts=texts)
+        # our vocabularies start with padding and unknown, LibMultiLabel's list has neither
+        vectors = initial_embeddings(["<pad>", "<unk>", *words], c, texts=texts)[2:]
         write_word_vectors(datadir / "embed.txt", words, vectors)
         init = f"{c.embedding_init} (xmc_core.cnn.embeddings.initial_embeddings)"
     seconds = time.perf_counter() - t0

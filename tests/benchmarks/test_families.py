@@ -18,7 +18,6 @@ from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus.synthetic import SyntheticSpec, generate_split
 
 PEERS_PYTHON = fm.bench_common.REPO / ".venv-peers" / "bin" / "python"
-MAIN_PEERS_PYTHON = Path("/work/main/.venv-peers/bin/python")
 
 
 def test_predictions_move_to_the_shared_label_order() -> None:
@@ -88,8 +87,8 @@ def write_lines_dataset(dest: Path) -> Path:
 
 
 def test_tiny_run_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    python = next((p for p in (PEERS_PYTHON, MAIN_PEERS_PYTHON) if p.exists()), None)
-    if python is None:
+    python = PEERS_PYTHON
+    if not python.exists():
         pytest.skip("no peers venv (make peers-venv)")
     write_lines_dataset(tmp_path / "data" / "tiny")
     missing = fm.Method("ours", tmp_path / "no-such-preset.yaml")
@@ -141,3 +140,18 @@ def test_x_transformer_gets_the_step_budget_and_encoder_of_xr_transformer(
         "matcher.steps_per_level=12", "encoder.max_length=32", "matcher.train_docs=8000",
         'matcher.device="cpu"',
     ]  # fmt: skip
+
+
+def test_libmultilabel_gets_our_vector_of_each_of_its_words(tmp_path: Path) -> None:
+    """LibMultiLabel's vocabulary has no padding / unknown entries: its first word's vector is
+    still that word's own (the MiniLM word-piece mean), not our padding row."""
+    from xmc_core.cnn.embeddings import minilm_vectors
+
+    words = ["kernel", "linux", "library"]
+    (tmp_path / "vocab.txt").write_text("".join(w + "\n" for w in words), encoding="utf-8")
+    record = fm.write_embeddings(tmp_path, XmlCnnConfig(embedding_init="minilm"), [])
+    assert record["embedding_shape"] == [3, 384]
+    lines = (tmp_path / "embed.txt").read_text(encoding="utf-8").splitlines()
+    assert [line.split(" ")[0] for line in lines] == words
+    written = np.array([[float(v) for v in line.split(" ")[1:]] for line in lines])
+    np.testing.assert_allclose(written, minilm_vectors(words), rtol=1e-5, atol=1e-6)
