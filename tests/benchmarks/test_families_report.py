@@ -105,6 +105,15 @@ def test_report_prints_tables_published_figures_and_targets() -> None:
     )
 
 
+def test_ensemble_on_every_dataset_waits_for_all_four() -> None:
+    report = {"datasets": {"reuters21578-modapte": datasets()["reuters21578-modapte"]}}
+    fr.resummarize(report)
+    assert (
+        "- ensemble >= Omikuji on every dataset: not evaluated (not run on bibtex-bow, "
+        "delicious-bow, debian-deps)"
+    ) in fr.markdown(report)
+
+
 def results_file(path: Path, head: str, methods: dict[str, Any], stats: dict = STATS) -> Path:
     report = {
         "command": f"python benchmarks/families.py --out {path.name}",

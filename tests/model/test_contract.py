@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pandas as pd
 import pytest
 
 from tests.cli_helpers import xmc
+from tests.integration.servers import background, free_port, wait_http
 from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
 from tests.transformer.tiny import build_tiny_encoder
@@ -164,6 +167,10 @@ def test_trains_and_predicts_through_the_cli(
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     want = outputs["model"].top_labels(outputs["model"].predict(texts(dataset, 5)))
     assert [r["labels"] for r in rows] == [[n for n, _ in w] for w in want]
+    done = xmc("evaluate", str(tmp_path / "model"), str(dataset))
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines() if line}
+    assert rows["P"][0] == f"{100 * outputs['evaluation'].values['P@1']:.2f}", done.stdout
 
 
 @pytest.mark.usefixtures("prefect_server")
@@ -186,19 +193,47 @@ def test_trains_through_the_flow(trained: tuple, dataset: Path, tmp_path: Path) 
     assert (flow_model.predict(some) != outputs["model"].predict(some)).nnz == 0
 
 
-def test_loads_in_the_pyfunc(trained: tuple, dataset: Path, tmp_path: Path) -> None:
+def register_and_promote(model_dir: Path, cfg: XmcConfig, dataset: Path) -> str:
+    """Log ``model_dir`` in ``cfg``'s store, register it, give it the alias through the gate
+    (the first version of a model: promoted); returns the ``models:/NAME@ALIAS`` URI."""
     from xmc_core.serving.package import log_model
+    from xmc_core.serving.registry.promotion import promote_gated
 
-    _, cfg, outputs = trained
-    outputs["model"].save(tmp_path / "m")
-    with global_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}"):
-        where = (tmp_path / "mlflow-artifacts").as_uri()  # never ./mlruns
+    with global_tracking(cfg.tracking_uri()):
+        where = (cfg.work_dir / "mlflow-artifacts").as_uri()  # never ./mlruns
         experiment = mlflow.create_experiment("contract", artifact_location=where)
         with mlflow.start_run(experiment_id=experiment):
-            info = log_model(tmp_path / "m", cfg)
-        pyfunc = mlflow.pyfunc.load_model(info.model_uri)
+            log_model(model_dir, cfg, registered_model_name=cfg.registry.model_name)
+        decision = promote_gated(cfg, "1", dataset)
+    assert decision.promoted, decision
+    return f"models:/{cfg.registry.model_name}@{cfg.registry.alias}"
+
+
+def test_registers_promotes_serves_and_loads_in_the_pyfunc(
+    trained: tuple, dataset: Path, tmp_path: Path
+) -> None:
+    """The gated promotion, the pyfunc and ``xmc serve`` (real HTTP) take every family from
+    the MLflow registry, with the predictions of the model as trained."""
+    _, cfg, outputs = trained
+    outputs["model"].save(tmp_path / "m")
+    sets = [f"work_dir={tmp_path}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    cfg = XmcConfig.load(None, [*sets, "registry.model_name=contract"])
+    uri = register_and_promote(tmp_path / "m", cfg, dataset)
     some = [t for t in texts(dataset, 10) if t]
-    out = pyfunc.predict(pd.DataFrame({"text": some}))
     want = outputs["model"].top_labels(outputs["model"].predict(some))
+    with global_tracking(cfg.tracking_uri()):
+        out = mlflow.pyfunc.load_model(uri).predict(pd.DataFrame({"text": some}))
     assert [list(labels) for labels in out["labels"]] == [[n for n, _ in w] for w in want]
     assert os.environ.get(registry.PLUGINS_ENV) == TOY
+    port = free_port()
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", "serve", uri, "--port", str(port)]
+    cmd += ["--set", sets[0], "--set", sets[1]]  # from the repository root, as `xmc` above
+    with background(cmd, dict(os.environ), tmp_path / "serve.log") as proc:
+        wait_http(f"http://127.0.0.1:{port}/health", proc, tmp_path / "serve.log")
+        body = json.dumps({"texts": some}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/predict", body, {"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            served = json.loads(response.read())["predictions"]
+    assert [p["labels"] for p in served] == [[n for n, _ in w] for w in want]
