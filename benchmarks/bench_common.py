@@ -45,6 +45,20 @@ LABELS_FILE = "labels.json"
 """In a prepared folder: the label names of the shared label index, in column order."""
 SAMPLE_S = 0.05
 METRICS = [f"{m}@{k}" for m in ("P", "nDCG", "PSP") for k in (1, 3, 5)]
+
+
+def result_cells(r: dict[str, Any]) -> list[str]:
+    """One method's row of a results table: train s, predict ms/1k, peak RSS, model MB, then
+    every metric of :data:`METRICS` in %."""
+    return [
+        f"{r['train_s_median']:.2f}",
+        f"{r['predict_ms_per_1k_median']:.0f}",
+        f"{r['peak_rss_mb_max']:.0f}",
+        f"{r['model_mb']:.1f}",
+        *(f"{100 * r['metrics'][m]:.2f}" for m in METRICS),
+    ]
+
+
 TABLE_HEAD = (
     "| method | train s | predict ms/1k docs | peak RSS MB | model MB | "
     + " | ".join(METRICS)

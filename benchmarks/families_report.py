@@ -203,14 +203,7 @@ def dataset_table(name: str, result: dict[str, Any]) -> list[str]:
             why = " ".join(str(r.get("why", "")).split())[-300:]
             notes.append(f"- {method}: {r['status']}: {why}")
             continue
-        cells = [
-            f"{r['train_s_median']:.2f}",
-            f"{r['predict_ms_per_1k_median']:.0f}",
-            f"{r['peak_rss_mb_max']:.0f}",
-            f"{r['model_mb']:.1f}",
-            *(f"{100 * r['metrics'][m]:.2f}" for m in bench_common.METRICS),
-        ]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines.append(f"| {method} | " + " | ".join(bench_common.result_cells(r)) + " |")
     return [*lines, "", *notes, *([""] if notes else [])]
 
 

@@ -38,6 +38,7 @@ from bench_common import (  # benchmarks/ (the script's folder) is on sys.path
     git_state,
     machine_info,
     prepare,
+    result_cells,
     run_once,
     summarize,
     table_head,
@@ -101,14 +102,7 @@ def markdown(name: str, result: dict[str, Any]) -> str:
         if r["status"] != "ok":
             lines.append(f"| {method} | {r['status']} |" + " |" * (3 + len(METRICS)))
             continue
-        cells = [
-            f"{r['train_s_median']:.2f}",
-            f"{r['predict_ms_per_1k_median']:.0f}",
-            f"{r['peak_rss_mb_max']:.0f}",
-            f"{r['model_mb']:.1f}",
-            *(f"{100 * r['metrics'][m]:.2f}" for m in METRICS),
-        ]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines.append(f"| {method} | " + " | ".join(result_cells(r)) + " |")
     return "\n".join([*lines, "", *verdict_lines(result["targets"]), ""])
 
 
