@@ -8,7 +8,7 @@ Usage, from the repository root, with the project venv (and ``make peers-venv`` 
         [--datasets reuters21578-modapte,bibtex-bow,delicious-bow,debian-deps]
         [--methods xr-linear,...,libmultilabel-xml-cnn] [--repeats 1] [--timeout 3600]
         [--set METHOD:KEY=VALUE ...] [--peers-python .venv-peers/bin/python]
-        [--out benchmarks/results/families-<date>.json]
+        [--validation FRACTION] [--out benchmarks/results/families-<date>.json]
     python benchmarks/families.py --merge A.json B.json ... --out C.json
     python benchmarks/families.py --report C.json      # print the tables and targets
 
@@ -25,6 +25,11 @@ own subprocess with its peak RSS sampled (``families_methods``):
 - ``libmultilabel-xml-cnn`` (``lml_runner.py``): the same texts and splits, a validation part
   carved from train, the settings and embedding initialisation of our XML-CNN preset
   (``--set xml-cnn:...`` applies to both).
+
+The methods ``ensemble-average``, ``ensemble-rank_average`` and ``ensemble-softmax_average`` (the
+ensemble preset with that combination rule) run only when named. ``--validation FRACTION``
+replaces each dataset's test split by that fraction of its train split (the rest trains): the
+split on which a preset's settings are chosen, so that the test split never chooses them.
 
 A preset or family that does not exist, or a library that is not installed, is recorded as
 ``skipped`` with the reason. Every metric is computed here by ``xmc_core.evaluation.metrics``.
@@ -84,7 +89,7 @@ def settings_of(name: str, args: argparse.Namespace, context: dict[str, Any]) ->
     out: dict[str, Any] = {"runner": method.runner, "note": method.note}
     if method.preset is not None:
         out["preset"] = fm.shown(method.preset)
-        out["overrides"] = args.sets.get("xml-cnn" if name == fm.LML else name, [])
+        out["overrides"] = [*method.sets, *args.sets.get("xml-cnn" if name == fm.LML else name, [])]
     if method.peer is not None:
         out["peer"] = method.peer
     if name in context:
@@ -138,7 +143,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--datasets-root", type=Path, default=REPO.parent / "shared" / "datasets")
     p.add_argument("--datasets", default=DATASETS, help="comma-separated folder names")
-    p.add_argument("--methods", default=",".join(fm.METHODS), help="comma-separated subset")
+    p.add_argument(
+        "--methods", default=",".join(fm.DEFAULT_METHODS),
+        help=f"comma-separated, of {list(fm.METHODS)} (default: all but ensemble-RULE)",
+    )  # fmt: skip
+    p.add_argument(
+        "--validation", type=float, metavar="FRACTION",
+        help="benchmark on a validation split: this fraction of each dataset's train split, "
+        "carved out (seed 0) and used as the test split; the test split is never read",
+    )  # fmt: skip
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per method run")
     p.add_argument("--set", action="append", default=[], metavar="METHOD:KEY=VALUE", dest="set_")
@@ -158,9 +171,16 @@ def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """Every dataset, in order, in a temporary folder removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="xmc-families-") as tmp:
         for name in args.datasets.split(","):
-            workdir = Path(tmp) / name
+            workdir, src = Path(tmp) / name, args.datasets_root / name
             workdir.mkdir()
-            report["datasets"][name] = bench_dataset(args.datasets_root / name, workdir, args)
+            carved = None
+            if args.validation is not None:
+                dest = Path(tmp) / "validation" / name
+                carved = bench_common.validation_source(src, dest, args.validation, seed=0)
+                src = dest
+            report["datasets"][name] = bench_dataset(src, workdir, args)
+            if carved is not None:
+                report["datasets"][name]["stats"]["validation"] = carved
             print("\n".join(fr.dataset_table(name, report["datasets"][name])), flush=True)
             shutil.rmtree(workdir)
 
@@ -209,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     run_all(args, report)
     report["load_average_end"] = os.getloadavg()
     report["git_end"] = bench_common.git_state()
-    report["targets"] = fr.targets(report["datasets"])
+    report["targets"] = fr.targets(report["datasets"])  # of a validation split if carved
     write(args.out, report)
     print("\n".join(fr.target_lines(report["targets"])))
     print(f"wrote {args.out}")

@@ -48,6 +48,10 @@ class Method:
     preset: Path | None = None
     peer: str | None = None
     note: str = ""
+    sets: tuple[str, ...] = ()
+    """Overrides of ``preset`` that make this method a variant (applied before ``--set``)."""
+    default: bool = True
+    """Run when ``--methods`` is not given (variants are run by name)."""
 
 
 METHODS: dict[str, Method] = {
@@ -62,7 +66,15 @@ METHODS: dict[str, Method] = {
     "pecos": Method("peer", peer="pecos", note="PECOS XR-Linear, its defaults"),
     "omikuji": Method("peer", peer="omikuji", note="Omikuji, 3 trees"),
     LML: Method("lml", CONFIGS / "xml-cnn.yaml", note="settings of our xml-cnn preset"),
+    **{
+        f"ensemble-{rule}": Method(
+            "ours", CONFIGS / "ensemble.yaml", note=f"the ensemble preset, combined by {rule}",
+            sets=(f"ensemble.combine={rule}",), default=False,
+        )
+        for rule in ("average", "rank_average", "softmax_average")
+    },
 }  # fmt: skip
+DEFAULT_METHODS = [name for name, m in METHODS.items() if m.default]
 
 
 def shown(path: Path) -> str:
@@ -140,15 +152,16 @@ def transformer_budget(workdir: Path, sets: dict[str, list[str]]) -> dict[str, A
 def run_ours(
     name: str, workdir: Path, sets: list[str], timeout_s: float, extra: list[str]
 ) -> dict[str, Any]:
-    """One ``families_runner.py`` subprocess for method ``name`` (``extra``: computed overrides,
-    applied after the user's ``sets``)."""
-    preset = METHODS[name].preset
-    if (why := preflight(preset, [*sets, *extra])) is not None:
+    """One ``families_runner.py`` subprocess for method ``name``: its preset, the method's own
+    overrides, the user's ``sets``, then ``extra`` (computed overrides)."""
+    method = METHODS[name]
+    items = [*method.sets, *sets, *extra]
+    if (why := preflight(method.preset, items)) is not None:
         return skipped(why)
     outdir, log = workdir / f"out-{name}", workdir / f"{name}.log"
     shutil.rmtree(outdir, ignore_errors=True)
-    cmd = [sys.executable, str(OURS_RUNNER), str(workdir), str(outdir), "--config", str(preset)]
-    cmd += [f"--set={item}" for item in [*sets, *extra]]
+    cmd = [sys.executable, str(OURS_RUNNER), str(workdir), str(outdir)]
+    cmd += ["--config", str(method.preset), *(f"--set={item}" for item in items)]
     return finish(cmd, workdir, outdir, log, timeout_s)
 
 

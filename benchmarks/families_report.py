@@ -195,6 +195,13 @@ def target_lines(t: dict[str, Any]) -> list[str]:
 def dataset_table(name: str, result: dict[str, Any]) -> list[str]:
     """One dataset's table (metrics in %), then why each method that did not run did not."""
     lines = bench_common.table_head(name, result["stats"])
+    if carved := result["stats"].get("validation"):
+        lines[3:3] = [
+            f"VALIDATION run: the test split above is {carved['n_validation']} documents carved "
+            f"from the train split (fraction {carved['fraction']}, seed {carved['seed']}); the "
+            "dataset's own test split was not read.",
+            "",
+        ]
     empty = " |" * (3 + len(bench_common.METRICS))
     notes = []
     for method, r in result["methods"].items():

@@ -155,3 +155,65 @@ def test_libmultilabel_gets_our_vector_of_each_of_its_words(tmp_path: Path) -> N
     assert [line.split(" ")[0] for line in lines] == words
     written = np.array([[float(v) for v in line.split(" ")[1:]] for line in lines])
     np.testing.assert_allclose(written, minilm_vectors(words), rtol=1e-5, atol=1e-6)
+
+
+def test_a_validation_source_is_carved_from_the_train_split_only(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = [f"doc {i} text\r with a carriage return" for i in range(20)]
+    (src / "train_texts.txt").write_bytes("\n".join(texts).encode())  # no final newline
+    (src / "train_labels.txt").write_text("".join(f"l{i % 3}\n" for i in range(20)))
+    (src / "train_ids.txt").write_text("".join(f"id{i}\n" for i in range(20)))
+    (src / "label_map.txt").write_text("0\tl0\t7\n1\tl1\t7\n2\tl2\t6\n")
+    # the test split is never read: there is none
+    carved = fm.bench_common.validation_source(src, tmp_path / "val", 0.25, seed=0)
+    assert (carved["n_fit"], carved["n_validation"]) == (15, 5)
+    lines = {
+        (split, part): (tmp_path / "val" / f"{split}_{part}.txt").read_bytes().split(b"\n")[:-1]
+        for split in ("train", "test")
+        for part in ("texts", "labels", "ids")
+    }
+    ids = {s: [int(x[2:]) for x in lines[s, "ids"]] for s in ("train", "test")}
+    assert sorted(ids["train"] + ids["test"]) == list(range(20))
+    assert ids["train"] == sorted(ids["train"]) and ids["test"] == sorted(ids["test"])
+    for split in ("train", "test"):  # every file carved alike, lines whole (\r kept)
+        assert lines[split, "texts"] == [texts[i].encode() for i in ids[split]]
+        assert lines[split, "labels"] == [f"l{i % 3}".encode() for i in ids[split]]
+    assert (tmp_path / "val" / "label_map.txt").read_text().startswith("0\tl0\t7\n")
+    again = fm.bench_common.validation_source(src, tmp_path / "again", 0.25, seed=0)
+    assert again == carved
+    assert (tmp_path / "again" / "test_ids.txt").read_bytes() == b"".join(
+        b"id%d\n" % i for i in ids["test"]
+    )
+
+
+def test_ensemble_rule_variants_run_only_when_named() -> None:
+    assert not any(m.startswith("ensemble-") for m in families.parse_args([]).methods)
+    args = families.parse_args(["--methods", "ensemble-average,ensemble-softmax_average"])
+    assert fm.METHODS["ensemble-average"].sets == ("ensemble.combine=average",)
+    assert args.methods == ["ensemble-average", "ensemble-softmax_average"]
+
+
+def test_a_validation_run_trains_on_the_fit_part_and_scores_the_carved_part(
+    tmp_path: Path,
+) -> None:
+    import sys
+
+    write_lines_dataset(tmp_path / "data" / "tiny")
+    out = tmp_path / "results.json"
+    argv = [
+        "--datasets-root", str(tmp_path / "data"), "--datasets", "tiny", "--validation", "0.25",
+        "--methods", "ensemble-average", "--peers-python", sys.executable, "--out", str(out),
+    ]  # fmt: skip
+    assert families.main(argv) == 0
+    result = json.loads(out.read_text())["datasets"]["tiny"]
+    stats = result["stats"]
+    assert (stats["n_train"], stats["n_test"]) == (150, 50)
+    assert stats["validation"]["n_validation"] == 50
+    method = result["methods"]["ensemble-average"]
+    assert method["status"] == "ok"
+    assert method["settings"]["overrides"] == ["ensemble.combine=average"]
+    assert method["runs"][0]["config"]["ensemble"]["combine"] == "average"
+    assert method["metrics"]["P@1"] > 0.3
+    text = "\n".join(families.fr.dataset_table("tiny", result))
+    assert "VALIDATION run: the test split above is 50 documents carved" in text
