@@ -27,7 +27,8 @@ own subprocess with its peak RSS sampled (``families_methods``):
   (``--set xml-cnn:...`` applies to both).
 
 The methods ``ensemble-average``, ``ensemble-rank_average`` and ``ensemble-softmax_average`` (the
-ensemble preset with that combination rule) run only when named. ``--validation FRACTION``
+ensemble preset with that combination rule), ``ensemble-binary`` and ``ensemble-mixed`` (members
+with other tree shapes) run only when named. ``--validation FRACTION``
 replaces each dataset's test split by that fraction of its train split (the rest trains): the
 split on which a preset's settings are chosen, so that the test split never chooses them.
 
@@ -145,7 +146,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--datasets", default=DATASETS, help="comma-separated folder names")
     p.add_argument(
         "--methods", default=",".join(fm.DEFAULT_METHODS),
-        help=f"comma-separated, of {list(fm.METHODS)} (default: all but ensemble-RULE)",
+        help=f"comma-separated, of {list(fm.METHODS)} (default: all but the ensemble-* variants)",
     )  # fmt: skip
     p.add_argument(
         "--validation", type=float, metavar="FRACTION",

@@ -39,6 +39,16 @@ before training, so workers only map words to ids, and on 2 cores they compete w
 threads while the process tree's RSS counts every worker's copy of torch)."""
 
 
+def members_set(branchings: tuple[int, ...]) -> str:
+    """The override of ``ensemble.members``: XR-Linear members of these tree branchings,
+    seeds 0, 1, ..."""
+    members = ", ".join(
+        f"{{kind: xr-linear, set: [tree.seed={seed}, tree.branching={b}]}}"
+        for seed, b in enumerate(branchings)
+    )
+    return f"ensemble.members=[{members}]"
+
+
 @dataclass(frozen=True)
 class Method:
     """``runner``: ``ours`` (``preset`` trained in process), ``peer`` (``peer_runner.py``
@@ -72,6 +82,16 @@ METHODS: dict[str, Method] = {
             sets=(f"ensemble.combine={rule}",), default=False,
         )
         for rule in ("average", "rank_average", "softmax_average")
+    },
+    **{
+        f"ensemble-{name}": Method(
+            "ours", CONFIGS / "ensemble.yaml", note=f"3 XR-Linear members, {what}, average",
+            sets=(members_set(branchings), "ensemble.combine=average"), default=False,
+        )
+        for name, branchings, what in (
+            ("binary", (2, 2, 2), "binary trees (Omikuji's shape), seeds 0-2"),
+            ("mixed", (16, 4, 2), "trees of 16, 4 and 2 branches, seeds 0-2"),
+        )
     },
 }  # fmt: skip
 DEFAULT_METHODS = [name for name, m in METHODS.items() if m.default]
