@@ -262,6 +262,10 @@ def merge(paths: list[Path], command: str) -> dict[str, Any]:
     different machines, commits or library sources are merged, and each difference recorded
     in ``provenance_mismatch`` (the report prints them first)."""
     reports = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    for path, report in zip(paths, reports, strict=True):
+        if "merged_from" in report:
+            files = " ".join(m["file"] for m in report["merged_from"])
+            raise ValueError(f"{path} is itself a merge: merge the files it came from ({files})")
     merged: dict[str, Any] = {"command": command, "datasets": {}, "provenance_mismatch": []}
     merged["merged_from"] = [
         {"file": str(p), **{k: r.get(k) for k in ("command", "date", "machine", "git_start")}}

@@ -154,3 +154,11 @@ def test_merge_refuses_two_different_datasets_under_one_name(tmp_path: Path) -> 
     )
     with pytest.raises(ValueError, match="dataset reuters21578-modapte differs"):
         fr.merge([a, b], "merge command")
+
+
+def test_merge_refuses_a_merged_file_and_names_its_sources(tmp_path: Path) -> None:
+    a = results_file(tmp_path / "a.json", "c1", {"xml-cnn": method(ok_run(0.80, 100.0))})
+    merged = tmp_path / "merged.json"
+    merged.write_text(json.dumps(fr.merge([a], "merge command")), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"merged.json is itself a merge: .*{a}"):
+        fr.merge([merged, a], "merge command")
