@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import platform
@@ -106,43 +105,46 @@ def prepare(src: Path, workdir: Path, keep_corpus: bool = False) -> dict[str, An
     }
 
 
+def carve_rows(n: int, fraction: float, seed: int, max_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fit rows, validation rows) of ``n`` documents, both sorted: ``round(fraction * n)``
+    of them (at least 1, at most ``max_docs``), drawn by ``default_rng(seed)``."""
+    n_val = min(max_docs, max(1, round(fraction * n)))
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
 def validation_source(src: Path, dest: Path, fraction: float, seed: int) -> dict[str, Any]:
     """A ``lines`` dataset in ``dest`` whose train and test splits are the fit and validation
-    parts of ``src``'s TRAIN split (``src``'s test split is never read): ``round(fraction * n)``
-    documents (at least 1) drawn by ``default_rng(seed)`` are the validation part, both parts
-    in their original order. Copies ``label_map.txt``. Choosing settings on this split, never on
-    the test split, is how a preset's choice is made."""
+    parts of ``src``'s TRAIN split (``src``'s test split is never read), by :func:`carve_rows`
+    (at least one document left to fit), both parts in their original order. Copies
+    ``label_map.txt``. Choosing settings on this split, never on the test split, is how a
+    preset's choice is made."""
     parts = {"texts": src / "train_texts.txt", "labels": src / "train_labels.txt"}
     for path in parts.values():
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file (a `lines` dataset's train split)")
     if (src / "train_ids.txt").is_file():
         parts["ids"] = src / "train_ids.txt"
-    lines = {k: io.BytesIO(path.read_bytes()).readlines() for k, path in parts.items()}
-    counts = {str(parts[k]): len(v) for k, v in lines.items()}
-    if len(set(counts.values())) != 1:
+    lines = {}
+    for key, path in parts.items():
+        with open(path, "rb") as fh:  # lines end at b"\n" only, as the importer reads them
+            lines[key] = fh.readlines()
+    if len({len(v) for v in lines.values()}) != 1:
+        counts = {str(parts[k]): len(v) for k, v in lines.items()}
         raise ValueError(f"the train files of {src} differ in line count: {counts}")
-    n = counts[str(parts["texts"])]
-    n_val = min(n - 1, max(1, round(fraction * n)))
-    val = np.zeros(n, dtype=bool)
-    val[np.random.default_rng(seed).permutation(n)[:n_val]] = True
+    n = len(lines["texts"])
+    fit, val = carve_rows(n, fraction, seed, max_docs=n - 1)
     dest.mkdir(parents=True)
     for key, rows in lines.items():
-        for split, keep in (("train", ~val), ("test", val)):
-            chosen = [
-                rows[i] if rows[i].endswith(b"\n") else rows[i] + b"\n"
-                for i in np.flatnonzero(keep)
-            ]
-            (dest / f"{split}_{key}.txt").write_bytes(b"".join(chosen))
+        for split, chosen in (("train", fit), ("test", val)):
+            whole = [rows[i] if rows[i].endswith(b"\n") else rows[i] + b"\n" for i in chosen]
+            (dest / f"{split}_{key}.txt").write_bytes(b"".join(whole))
     if (src / "label_map.txt").is_file():
         shutil.copyfile(src / "label_map.txt", dest / "label_map.txt")
     return {
-        "of": str(src),
-        "fraction": fraction,
-        "seed": seed,
-        "n_fit": n - n_val,
-        "n_validation": n_val,
-    }
+        "of": str(src), "fraction": fraction, "seed": seed, "n_fit": len(fit),
+        "n_validation": len(val),
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------- one run in a subprocess

@@ -253,9 +253,7 @@ def lml_differences(c: XmlCnnConfig, n_labels: int) -> list[str]:
 def carve_validation(n: int, c: XmlCnnConfig) -> tuple[np.ndarray, np.ndarray]:
     """(fit rows, validation rows) of a training split of ``n`` documents: ``val_fraction``
     of it, at most ``val_max_docs``, drawn with ``default_rng(seed)``; both sorted."""
-    n_val = min(c.val_max_docs, max(1, round(c.val_fraction * n)))
-    perm = np.random.default_rng(c.seed).permutation(n)
-    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+    return bench_common.carve_rows(n, c.val_fraction, c.seed, c.val_max_docs)
 
 
 def write_lml_data(workdir: Path, datadir: Path, c: XmlCnnConfig) -> dict[str, Any]:

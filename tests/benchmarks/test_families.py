@@ -5,6 +5,7 @@ Omikuji and a method whose preset does not exist)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import families
@@ -197,8 +198,6 @@ def test_ensemble_rule_variants_run_only_when_named() -> None:
 def test_a_validation_run_trains_on_the_fit_part_and_scores_the_carved_part(
     tmp_path: Path,
 ) -> None:
-    import sys
-
     write_lines_dataset(tmp_path / "data" / "tiny")
     out = tmp_path / "results.json"
     argv = [
