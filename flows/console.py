@@ -3,7 +3,9 @@
 By default (no ``-v``) the terminal of ``python -m flows.*`` and ``make train`` leaves out Dask's
 INFO chatter (the cluster's start and stop, ~70 lines a run), MLflow's INFO lines and download
 bars, Prefect's per-task ``Finished in state Completed()`` lines and temporary-server notices,
-and the ``CommClosedError`` tracebacks Dask sometimes logs while its cluster shuts down. The
+the ``CommClosedError`` tracebacks Dask sometimes logs while its cluster shuts down, and the
+``CancelledError`` tracebacks the temporary Prefect server's database pool sometimes logs while
+the server is stopped (it inherits this process's logging settings). The
 Prefect API (the UI's logs) still receives every log of every run. The settings travel to the
 Dask worker processes as environment variables (they start after :func:`quiet_terminal`).
 """
@@ -11,6 +13,7 @@ Dask worker processes as environment variables (they start after :func:`quiet_te
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import re
@@ -52,7 +55,7 @@ class QuietFilter(logging.Filter):
     shutting down. Warnings and errors of anything else pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, SUMMARY_MARK, False) or _closed_comm(record):
+        if getattr(record, SUMMARY_MARK, False) or _closed_comm(record) or _cancelled(record):
             return False
         if record.levelno >= logging.WARNING:
             return True
@@ -68,6 +71,17 @@ def _closed_comm(record: logging.LogRecord) -> bool:
     if kind is not None and kind.__name__ in ("CommClosedError", "StreamClosedError"):
         return True
     return "CommClosedError" in str(record.msg) or "StreamClosedError" in str(record.msg)
+
+
+def _cancelled(record: logging.LogRecord) -> bool:
+    """A database connection cancelled under SQLAlchemy's pool as the temporary Prefect server
+    stops (``Exception during reset or similar``: ``CancelledError``)."""
+    kind = record.exc_info[0] if record.exc_info else None
+    return (
+        record.name.startswith("sqlalchemy.pool")
+        and kind is not None
+        and issubclass(kind, asyncio.CancelledError)
+    )
 
 
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -60,3 +61,15 @@ def test_closed_comm_exception_is_dropped_and_summary_left_to_the_command_line()
         )
         is False
     )
+
+
+def test_server_pool_cancelled_at_shutdown_is_dropped_other_pool_errors_kept() -> None:
+    name = "sqlalchemy.pool.impl.AsyncAdaptedQueuePool"
+    record = _record(name, "Exception during reset or similar", logging.ERROR)
+    record.exc_info = (asyncio.CancelledError, asyncio.CancelledError(), None)
+    assert QuietFilter().filter(record) is False
+    record.exc_info = (OSError, OSError("disk I/O error"), None)
+    assert QuietFilter().filter(record) is True
+    cancelled = _record("prefect.flow_runs", "Crash detected!", logging.ERROR)
+    cancelled.exc_info = (asyncio.CancelledError, asyncio.CancelledError(), None)
+    assert QuietFilter().filter(cancelled) is True

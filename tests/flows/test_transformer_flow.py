@@ -81,10 +81,17 @@ def test_failure_at_second_matcher_level_resumes_there(
     assert states[first] == "Completed" and states[second] == "Failed"
     assert states["tokenize-train-2"] == "Completed"  # three training partitions
 
+    tokens = tmp_path / "artifacts" / "tokens"
+    written = {p.name: (p / "meta.json").stat().st_mtime_ns for p in tokens.iterdir()}
     monkeypatch.setattr(xmc_core.transformer.matcher, "train_matcher_level", real_level)
     state, states = run(cfg, frozenset({"ranker-level-0", "evaluate"}))
     assert state.is_completed(), state.message
-    assert states[first] == "Cached" and states["tokenize-train-0"] == "Cached"
+    assert states[first] == "Cached"
+    # Every partition's tokens are reused, not recomputed. (Their task reports Cached; once in
+    # CI, under load, Prefect's cache lookup of one partition missed and it reported Completed,
+    # cause not found; the stage then reused its finished folder, which is what resuming needs.)
+    assert {n: (tokens / n / "meta.json").stat().st_mtime_ns for n in written} == written
+    assert len(written) >= 3 and states["tokenize-train-0"] in ("Cached", "Completed")
     assert states[second] == "Completed"
     assert states["ranker-level-0"] == "Completed" and states["evaluate"] == "Completed"
     outputs = state.result()
