@@ -22,6 +22,8 @@ own subprocess with its peak RSS sampled (``families_methods``):
   ``x-transformer`` gets XR-Transformer's encoder and ``matcher.steps_per_level`` x its number
   of matcher levels on that dataset (the same step budget);
 - ``pecos`` and ``omikuji`` (3 trees) on the shared TF-IDF (``peer_runner.py``);
+- ``frequency``: every test document gets the most frequent training labels
+  (``frequency_runner.py``), the floor a learned model must clear;
 - ``libmultilabel-xml-cnn`` (``lml_runner.py``): the same texts and splits, a validation part
   carved from train, the settings and embedding initialisation of our XML-CNN preset
   (``--set xml-cnn:...`` applies to both).
@@ -69,6 +71,8 @@ def run_method(
         return bench_common.run_once(method.peer, str(args.peers_python), workdir, args.timeout)
     if method.runner == "lml":
         return fm.run_lml(workdir, str(args.peers_python), context[name], args.timeout)
+    if method.runner == "frequency":
+        return fm.run_frequency(workdir, args.timeout)
     extra = context.get(name, {}).get("overrides", [])
     return fm.run_ours(name, workdir, args.sets.get(name, []), args.timeout, extra)
 

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 CONFIGS = bench_common.REPO / "configs"
 OURS_RUNNER = HERE / "families_runner.py"
 LML_RUNNER = HERE / "lml_runner.py"
+FREQUENCY_RUNNER = HERE / "frequency_runner.py"
 LML = "libmultilabel-xml-cnn"
 LML_DATA_WORKERS = 0
 """Data loader worker processes: none (LibMultiLabel's default is 4; its texts are tokenized
@@ -52,7 +53,7 @@ def members_set(branchings: tuple[int, ...]) -> str:
 @dataclass(frozen=True)
 class Method:
     """``runner``: ``ours`` (``preset`` trained in process), ``peer`` (``peer_runner.py``
-    method ``peer``) or ``lml``."""
+    method ``peer``), ``lml`` or ``frequency`` (the label-frequency baseline)."""
 
     runner: str
     preset: Path | None = None
@@ -76,6 +77,7 @@ METHODS: dict[str, Method] = {
     "pecos": Method("peer", peer="pecos", note="PECOS XR-Linear, its defaults"),
     "omikuji": Method("peer", peer="omikuji", note="Omikuji, 3 trees"),
     LML: Method("lml", CONFIGS / "xml-cnn.yaml", note="settings of our xml-cnn preset"),
+    "frequency": Method("frequency", note="every document: the most frequent training labels"),
     **{
         f"ensemble-{rule}": Method(
             "ours", CONFIGS / "ensemble.yaml", note=f"the ensemble preset, combined by {rule}",
@@ -203,6 +205,14 @@ def finish(
     run |= bench_common.score(workdir, outdir / "pred.npz")
     shutil.rmtree(outdir)
     return run
+
+
+def run_frequency(workdir: Path, timeout_s: float) -> dict[str, Any]:
+    """The label-frequency baseline (``frequency_runner.py``), measured and scored."""
+    outdir, log = workdir / "out-frequency", workdir / "frequency.log"
+    shutil.rmtree(outdir, ignore_errors=True)
+    cmd = [sys.executable, str(FREQUENCY_RUNNER), str(workdir), str(outdir)]
+    return finish(cmd, workdir, outdir, log, timeout_s)
 
 
 # ---------------------------------------------------------------- LibMultiLabel's XML-CNN

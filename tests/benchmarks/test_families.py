@@ -10,6 +10,7 @@ from pathlib import Path
 
 import families
 import families_methods as fm
+import frequency_runner
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -188,6 +189,15 @@ def test_a_validation_source_is_carved_from_the_train_split_only(tmp_path: Path)
     )
 
 
+def test_the_frequency_baseline_gives_every_row_the_most_frequent_labels() -> None:
+    Y = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 0, 1, 1], [0, 1, 1, 1], [1, 0, 0, 0]]))
+    labels, freqs = frequency_runner.top_labels(Y, 3)
+    assert labels.tolist() == [2, 0, 3]  # 3 rows hold label 2; labels 0 and 3 tie: 0 first
+    assert freqs.tolist() == [0.75, 0.5, 0.5]
+    pred = frequency_runner.predict(labels, freqs, 2, 4)
+    assert pred.toarray().tolist() == [[0.5, 0, 0.75, 0.5]] * 2
+
+
 def test_ensemble_rule_variants_run_only_when_named() -> None:
     assert not any(m.startswith("ensemble-") for m in families.parse_args([]).methods)
     args = families.parse_args(["--methods", "ensemble-average,ensemble-softmax_average"])
@@ -202,10 +212,14 @@ def test_a_validation_run_trains_on_the_fit_part_and_scores_the_carved_part(
     out = tmp_path / "results.json"
     argv = [
         "--datasets-root", str(tmp_path / "data"), "--datasets", "tiny", "--validation", "0.25",
-        "--methods", "ensemble-average", "--peers-python", sys.executable, "--out", str(out),
+        "--methods", "ensemble-average,frequency", "--peers-python", sys.executable,
+        "--out", str(out),
     ]  # fmt: skip
     assert families.main(argv) == 0
     result = json.loads(out.read_text())["datasets"]["tiny"]
+    frequency = result["methods"]["frequency"]
+    assert frequency["status"] == "ok" and frequency["settings"]["runner"] == "frequency"
+    assert frequency["metrics"]["P@1"] < result["methods"]["ensemble-average"]["metrics"]["P@1"]
     stats = result["stats"]
     assert (stats["n_train"], stats["n_test"]) == (150, 50)
     assert stats["validation"]["n_validation"] == 50
