@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import bench_common  # benchmarks/ (the script's folder) is on sys.path
+import families_targets
 
 REUTERS, DEBIAN = "reuters21578-modapte", "debian-deps"
 ALL_DATASETS = (REUTERS, "bibtex-bow", "delicious-bow", DEBIAN)
 """The issue's "every dataset": the four shared ones."""
-NEW_FAMILIES = ("xml-cnn", "x-transformer", "ensemble")
+NEW_FAMILIES = ("xml-cnn", "x-transformer", "ensemble", *families_targets.FAMILIES)
 TRAIN_LIMIT_S = 45 * 60
 PUBLISHED = [
     # system, dataset, P@1, P@3, P@5, source (../shared/design/FAMILIES.md)
@@ -138,6 +139,7 @@ def targets(datasets: dict[str, Any]) -> dict[str, Any]:
         "xr_transformer_vs_x_transformer": target_xr_vs_x(datasets),
         "ensemble_vs_omikuji": target_ensemble(datasets),
         "debian_deps_train_time": target_train_time(datasets),
+        **families_targets.targets(datasets),
     }
 
 
@@ -189,7 +191,7 @@ def target_lines(t: dict[str, Any]) -> list[str]:
                 f"{head}: {r['train_s']:.0f} s (<= {r['limit_s']} s, margin "
                 f"{r['margin_s']:+.0f} s): {verdict(r['met'])}"
             )
-    return lines
+    return [*lines, *families_targets.lines(t, verdict)]
 
 
 def dataset_table(name: str, result: dict[str, Any]) -> list[str]:

@@ -162,3 +162,42 @@ def test_merge_refuses_a_merged_file_and_names_its_sources(tmp_path: Path) -> No
     merged.write_text(json.dumps(fr.merge([a], "merge command")), encoding="utf-8")
     with pytest.raises(ValueError, match=f"merged.json is itself a merge: .*{a}"):
         fr.merge([merged, a], "merge command")
+
+
+def test_second_families_targets_astec_speed_and_the_frequency_floor() -> None:
+    def run(p1: float, predict_ms: float) -> dict[str, Any]:
+        return ok_run(p1, 60.0) | {"predict_ms_per_1k_docs": predict_ms}
+
+    data = {
+        "bibtex-bow": {"stats": STATS, "methods": {
+            "xr-linear": method(run(0.60, 100.0)), "frequency": method(run(0.10, 1.0)),
+            "astec": method(run(0.55, 300.0)), "neural-xc": method(run(0.20, 50.0)),
+            "hierarchical-xc": method(run(0.08, 80.0)),
+        }},
+        "debian-deps": {"stats": STATS, "methods": {
+            "xr-linear": method(run(0.68, 400.0)), "frequency": method(run(0.37, 1.0)),
+            "astec": method(run(0.66, 300.0)),
+        }},
+    }  # fmt: skip
+    t = fr.targets(data)
+    bibtex, debian = t["astec_vs_xr_linear"]
+    assert bibtex["met"] is None and bibtex["predict_ratio"] == pytest.approx(3.0)
+    assert bibtex["P@1_points"] == pytest.approx(-5.0)
+    assert debian["met"] is True and debian["predict_ratio"] == pytest.approx(0.75)
+    rows = {(r["method"], r["dataset"]): r for r in t["beats_frequency"]}
+    assert rows["neural-xc", "bibtex-bow"]["vs_frequency"] == pytest.approx(10.0)
+    assert rows["neural-xc", "bibtex-bow"]["vs_xr_linear"] == pytest.approx(-40.0)
+    assert rows["neural-xc", "bibtex-bow"]["met"] is True
+    assert rows["hierarchical-xc", "bibtex-bow"]["met"] is False
+    assert rows["hierarchical-xc", "debian-deps"]["met"] is None
+    text = "\n".join(fr.target_lines(t))
+    assert (
+        "- Astec vs XR-Linear on debian-deps: P@1 -2.00 points; predict 300 vs 400 ms per 1k "
+        "docs (0.75x, <= 1.0x): met" in text
+    )
+    assert "- Astec vs XR-Linear on bibtex-bow: P@1 -5.00 points; predict 300 vs 100" in text
+    assert (
+        "- hierarchical-xc vs the label-frequency baseline on bibtex-bow: P@1 8.00, -2.00 "
+        "points (> 0); -52.00 vs XR-Linear: NOT met" in text
+    )
+    assert "- neural-xc vs the label-frequency baseline on debian-deps: not evaluated" in text
