@@ -33,7 +33,10 @@ def test_a_single_label_is_a_one_level_chain() -> None:
 
 def test_broken_hierarchies_are_named() -> None:
     assert "node 3 has children (0,)" in Hierarchy(3, [(0,), (3, 1, 2)]).check()
-    assert "node 1 is not reached exactly once" in Hierarchy(3, [(0, 2), (3, 2)]).check()
+    missing = Hierarchy(3, [(0, 2), (3, 2)])
+    assert "node 1 is not reached exactly once" in missing.check()
+    with pytest.raises(ValueError, match="not a label hierarchy: node 1"):
+        missing.to_label_tree()
 
 
 def blocks(n_blocks: int, size: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
-from xmc_core.errors import ArtifactError
+from xmc_core.errors import ArtifactError, InputError
 from xmc_core.hxc.ranker import (
     CERTAIN_LOGIT,
     HierarchicalXcRanker,
@@ -117,3 +117,5 @@ def test_other_losses_are_replaced_with_a_warning(caplog: pytest.LogCaptureFixtu
     caplog.clear()
     node_settings(RankerConfig(loss="logistic"), PredictConfig(post_processor="sigmoid"))
     assert caplog.text == ""
+    with pytest.raises(InputError, match=r"needs the bias feature \(ranker.bias=0.0\)"):
+        node_settings(RankerConfig(bias=0.0), PredictConfig())

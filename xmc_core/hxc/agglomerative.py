@@ -154,7 +154,7 @@ def agglomerate(Y: sp.csc_matrix, distance: str, budget: int) -> GroupTree:
     built: dict[int, int] = {}
     for k, parts in enumerate(_tied_parts(Z, n)):
         if parts is not None:
-            built[n + k] = tree.shallowest_tree([built.get(p, p) for p in parts])
+            built[n + k] = tree.shallowest_tree([built[p] if p >= n else p for p in parts])
     root = built[2 * n - 2]
     natural = tree.depth[root]
     root, flattened = _bounded(tree, root, budget)

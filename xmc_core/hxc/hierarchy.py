@@ -63,6 +63,9 @@ class Hierarchy:
         """The level chain: level t + 1 lists the children of level t's nodes in order (a label
         above the last level is its own only child), so siblings are contiguous; the labels'
         level is last. Depth: the deepest label's (at least 1)."""
+        problem = self.check()
+        if problem is not None:
+            raise ValueError(f"not a label hierarchy: {problem}")
         levels = max(1, int(self.label_depths().max()))
         nodes, C = [self.root], []
         for t in range(levels):
@@ -145,17 +148,18 @@ def build_hierarchy(
         roots.append(_place(trees[-1], members, n, children))
         progress.update(1)
     log.info(
-        "agglomerative tree: %d group(s), depth %d (%d before the depth bound), "
-        "%d merges flattened to fit max_depth %d",
-        len(groups), max(t.depth for t in trees), max(t.natural_depth for t in trees),
-        sum(t.flattened for t in trees), cfg.max_depth,
+        "agglomerative tree: %d group(s) of at most %s labels, %d levels deep (%d before "
+        "the depth bound; %d merges flattened) below %d level(s) of 2-means",
+        len(groups), f"{max(len(g) for g in groups):,}", max(t.depth for t in trees),
+        max(t.natural_depth for t in trees), sum(t.flattened for t in trees),
+        0 if top is None else top.depth - 1,
     )  # fmt: skip
     if top is not None:
         _join_groups(top, roots, n, children)
     return Hierarchy(n, children)
 
 
-def _place(group: GroupTree, members: np.ndarray, n: int, children: list) -> int:
+def _place(group: GroupTree, members: np.ndarray, n: int, children: list[tuple[int, ...]]) -> int:
     """Append a group's merges to ``children`` with global ids; returns its root's id."""
     base = n + len(children)
     for a, b in group.kids.tolist():
@@ -165,7 +169,7 @@ def _place(group: GroupTree, members: np.ndarray, n: int, children: list) -> int
     return int(members[0]) if group.n == 1 else n + len(children) - 1
 
 
-def _join_groups(top: LabelTree, roots: list[int], n: int, children: list) -> None:
+def _join_groups(top: LabelTree, roots: list[int], n: int, children: list[tuple[int, ...]]) -> None:
     """The 2-means tree above the groups' roots (a cluster with one child is that child)."""
     nodes = roots
     for t in range(top.depth - 2, -1, -1):

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
-from xmc_core.errors import ArtifactError
+from xmc_core.errors import ArtifactError, InputError
 from xmc_core.linear.levels import (
     binarize,
     importance_weights,
@@ -157,7 +157,15 @@ def node_settings(
     ranker: RankerConfig, predict: PredictConfig
 ) -> tuple[RankerConfig, PredictConfig]:
     """The ranker and predict sections this family trains with: logistic loss, sigmoid
-    post-processor (a different setting is replaced, with a warning)."""
+    post-processor (a different setting is replaced, with a warning). ``ranker.bias`` 0 is
+    refused: an only child's certainty is its bias weight."""
+    if ranker.bias <= 0:
+        raise InputError(
+            None,
+            f"hierarchical-xc needs the bias feature (ranker.bias={ranker.bias}): an only "
+            "child's probability 1 is carried by its bias weight",
+            "set ranker.bias to a positive value (the default is 1)",
+        )
     if ranker.loss != "logistic" or predict.post_processor != "sigmoid":
         log.warning(
             "hierarchical-xc: node classifiers are logistic and their probabilities multiply "
