@@ -33,7 +33,10 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
-FAMILIES = ["xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "ensemble", "toy-centroid"]
+FAMILIES = [
+    "xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "ensemble", "toy-centroid",
+    "hierarchical-xc",
+]  # fmt: skip
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 CNN_SMALL = [
     "xml_cnn.placement=flat", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
@@ -75,6 +78,13 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
         sets.append("plugins.toy-centroid.shrink=0.01")
     if kind == "xml-cnn":
         sets += CNN_SMALL
+    if kind == "hierarchical-xc":  # its preset's node classifiers
+        sets += [
+            "ranker.loss=logistic",
+            "ranker.Cp=8",
+            "ranker.Cn=8",
+            "predict.post_processor=sigmoid",
+        ]
     if kind == "ensemble":
         sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
     return sets

@@ -35,6 +35,7 @@ _BUILTIN_PARTS = {
     "CnnOutputRanker": "xmc_core.cnn.parts:CnnOutputRanker",
     "EnsembleEncoder": "xmc_core.model.ensemble:EnsembleEncoder",
     "EnsembleRanker": "xmc_core.model.ensemble:EnsembleRanker",
+    "HierarchicalXcRanker": "xmc_core.hxc.ranker:HierarchicalXcRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
@@ -42,6 +43,7 @@ _BUILTIN_FAMILIES = {
     "x-transformer": "xmc_core.families.x_transformer:FAMILY",
     "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
     "ensemble": "xmc_core.families.ensemble:FAMILY",
+    "hierarchical-xc": "xmc_core.families.hierarchical_xc:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
