@@ -35,6 +35,8 @@ _BUILTIN_PARTS = {
     "CnnOutputRanker": "xmc_core.cnn.parts:CnnOutputRanker",
     "EnsembleEncoder": "xmc_core.model.ensemble:EnsembleEncoder",
     "EnsembleRanker": "xmc_core.model.ensemble:EnsembleRanker",
+    "AstecEncoder": "xmc_core.astec.parts:AstecEncoder",
+    "AstecRanker": "xmc_core.astec.parts:AstecRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
@@ -42,6 +44,7 @@ _BUILTIN_FAMILIES = {
     "x-transformer": "xmc_core.families.x_transformer:FAMILY",
     "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
     "ensemble": "xmc_core.families.ensemble:FAMILY",
+    "astec": "xmc_core.families.astec:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
