@@ -2,9 +2,10 @@
 
 :class:`AnnIndex` holds a faiss inner-product index over unit vectors (HNSW, or an exact flat
 index) and the id of each of its rows: label ids for the index over label vectors (labels
-without a vector are left out), training-document rows for the instance kNN. It is saved as faiss's own serialization, a uint8 array in an ``.npz`` (loaded with
-``allow_pickle=False``), whose sha256 the caller keeps in ``meta.json`` and checks before faiss
-reads a byte of it (:meth:`AnnIndex.from_arrays`).
+without a vector are left out), training-document rows for the instance kNN. It is saved as
+faiss's own serialization, a uint8 array in an ``.npz`` (loaded with ``allow_pickle=False``),
+whose sha256 the caller keeps in ``meta.json`` and checks before faiss reads a byte of it
+(:meth:`AnnIndex.from_arrays`).
 
 faiss parallelises with OpenMP: :func:`faiss_threads` sets its threads for a block (``threads``
 of the config; torch has its own pool). The HNSW graph is always built on one thread: faiss
