@@ -110,12 +110,11 @@ def fit_classifier(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: AstecConfig) -> Fitt
     U = unit_rows(Z)
     if Y[train_rows].nnz == 0:
         raise InputError(None, "no training document has a label", "check the dataset")
+    log.info("%s: building the %s index over the label vectors%s", WHAT, cfg.ann,
+             f" and over {len(train_rows):,} documents" if cfg.n_neighbours else "")  # fmt: skip
     shortlister, V, has = Shortlister.build(U[train_rows], Y[train_rows], cfg)
-    log.info(
-        "%s: %s index over %s of %s labels (the others have no training document)%s",
-        WHAT, shortlister.labels.kind, f"{int(has.sum()):,}", f"{len(has):,}",
-        f", and over {len(train_rows):,} documents" if shortlister.docs is not None else "",
-    )  # fmt: skip
+    log.info("%s: %s of %s labels indexed (the others have no training document)", WHAT,
+             f"{int(has.sum()):,}", f"{len(has):,}")  # fmt: skip
     short = shortlister.shortlists(U[train_rows], own=np.arange(len(train_rows)))[0]
     val = shortlister.shortlists(U[val_rows]) if len(val_rows) else None
     per_doc = Y[train_rows].nnz / len(train_rows)
@@ -158,9 +157,11 @@ class ShortlistTraining:
         cfg, n = self.cfg, len(self.rows)
         steps = max(-(-n // cfg.batch_size), 1)
         epochs = Epochs(WHAT, cfg.classifier_epochs, steps, cfg.time_budget_s)
-        log.info("%s: %s training docs, %s validation docs, %s labels, shortlists of %d ANN "
-                 "+ %d random labels + positives", WHAT, f"{n:,}", f"{len(val_rows):,}",
-                 f"{self.Y.shape[1]:,}", self.shortlist.shape[1], cfg.n_random)  # fmt: skip
+        width = float((self.shortlist >= 0).sum(axis=1).mean())
+        log.info("%s: %s training docs, %s validation docs, %s labels; each document's pairs: "
+                 "its ANN shortlist (%.1f labels on average), %d random labels, its positives",
+                 WHAT, f"{n:,}", f"{len(val_rows):,}", f"{self.Y.shape[1]:,}", width,
+                 cfg.n_random)  # fmt: skip
         best: Exported | None = None
         for epoch in epochs:
             self.epoch(epoch, epochs)
