@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from xmc_core.astec.config import AstecConfig
 from xmc_core.config_errors import config_error, mistakes
 from xmc_core.config_families import EnsembleConfig, XmlCnnConfig, XTransformerConfig
 from xmc_core.config_io import apply_override, read_yaml
@@ -314,6 +315,7 @@ class XmcConfig(Section):
     x_transformer: XTransformerConfig = XTransformerConfig()
     ensemble: EnsembleConfig = EnsembleConfig()
     hierarchical_xc: HierarchicalXcConfig = HierarchicalXcConfig()
+    astec: AstecConfig = AstecConfig()
     eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
     tracking: TrackingConfig = TrackingConfig()

@@ -18,6 +18,7 @@ import mlflow
 import pandas as pd
 import pytest
 
+from tests.astec.conftest import SETTINGS as ASTEC_SMALL
 from tests.cli_helpers import xmc
 from tests.integration.servers import background, free_port, wait_http
 from tests.serving.registry_fixtures import global_tracking
@@ -34,7 +35,7 @@ from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
 FAMILIES = [
-    "xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "ensemble", "toy-centroid",
+    "xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "astec", "ensemble", "toy-centroid",
     "hierarchical-xc",
 ]  # fmt: skip
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
@@ -85,6 +86,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
             "ranker.Cn=8",
             "predict.post_processor=sigmoid",
         ]
+    if kind == "astec":
+        sets += ASTEC_SMALL
     if kind == "ensemble":
         sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
     return sets

@@ -36,6 +36,8 @@ _BUILTIN_PARTS = {
     "EnsembleEncoder": "xmc_core.model.ensemble:EnsembleEncoder",
     "EnsembleRanker": "xmc_core.model.ensemble:EnsembleRanker",
     "HierarchicalXcRanker": "xmc_core.hxc.ranker:HierarchicalXcRanker",
+    "AstecEncoder": "xmc_core.astec.parts:AstecEncoder",
+    "AstecRanker": "xmc_core.astec.parts:AstecRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
@@ -44,6 +46,7 @@ _BUILTIN_FAMILIES = {
     "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
     "ensemble": "xmc_core.families.ensemble:FAMILY",
     "hierarchical-xc": "xmc_core.families.hierarchical_xc:FAMILY",
+    "astec": "xmc_core.families.astec:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}

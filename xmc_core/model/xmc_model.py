@@ -138,8 +138,9 @@ class XmcModel:
     def encode(self, feats: SplitFeatures, corpus: Corpus, split: str) -> SplitFeatures:
         """``feats`` (TF-IDF of ``split``) as this model's input; reads the texts only for an
         encoder that uses them."""
-        if not self.encoder.uses_text:
-            return feats
+        if not self.encoder.uses_text:  # e.g. TF-IDF itself, or Astec's bag of embeddings
+            X = self.features(feats.X, [])
+            return feats if X is feats.X else feats.with_X(X)
         texts = corpus.read_split(split, ["text"]).column("text")
         return feats.with_X(self.features(feats.X, texts))
 

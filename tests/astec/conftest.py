@@ -1,0 +1,47 @@
+"""A small synthetic text dataset, featurized, and tiny Astec settings (seconds to train)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.model_helpers import Featurized, featurize
+from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+
+SETTINGS = [
+    "astec.embedding_dim=32", "astec.surrogate_epochs=10", "astec.classifier_epochs=10",
+    "astec.batch_size=16", "astec.lr=0.01", "astec.hnsw_m=8", "astec.ef_construction=40",
+    "astec.ef_search=40", "astec.shortlist_size=20", "astec.n_random=10",
+    "astec.val_fraction=0.1", "astec.threads=1",
+]  # fmt: skip
+"""Tiny Astec settings (seconds to train), also the contract test's."""
+TINY = ["model.kind=astec", "tracking.enabled=false", "tfidf.max_features=5000", *SETTINGS]
+
+
+@pytest.fixture(scope="session")
+def astec_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("astec") / "synthetic"
+    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
+    write_synthetic_dataset(dest, spec, rows_per_group=150)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def astec_config(tmp_path_factory: pytest.TempPathFactory) -> XmcConfig:
+    return XmcConfig.load(None, [*TINY, f"work_dir={tmp_path_factory.mktemp('astec-work')}"])
+
+
+@pytest.fixture(scope="session")
+def astec_features(astec_dataset: Path, astec_config: XmcConfig) -> Featurized:
+    return featurize(Corpus(astec_dataset), astec_config)
+
+
+@pytest.fixture(scope="session")
+def trained_astec(astec_dataset: Path, astec_config: XmcConfig) -> dict:
+    from xmc_core.families.train import train_in_process
+
+    return train_in_process(Corpus(astec_dataset), astec_config)
