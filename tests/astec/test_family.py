@@ -65,3 +65,12 @@ def test_the_kept_epoch_carries_its_beta(trained_astec: dict) -> None:
     best = trained_astec["ranker"].record_["best_epoch"]
     assert trained_astec["ranker"].beta_ == history[best - 1]["beta"]
     assert {"p1_ann", "p1_clf", "val_p5"} <= set(history[0])
+
+
+def test_the_served_model_pins_faiss() -> None:
+    from importlib import metadata
+
+    from xmc_core.serving.package import pip_requirements
+
+    assert f"faiss-cpu=={metadata.version('faiss-cpu')}" in pip_requirements("astec")
+    assert not any(pin.startswith("faiss") for pin in pip_requirements("xr-linear"))
