@@ -22,6 +22,7 @@ from xmc_core.config_errors import config_error, mistakes
 from xmc_core.config_families import EnsembleConfig, XmlCnnConfig, XTransformerConfig
 from xmc_core.config_io import apply_override, read_yaml
 from xmc_core.config_section import Section
+from xmc_core.neuralxc.config import NeuralXcConfig
 
 DEFAULT_ROWS_PER_GROUP = 10_000
 """Rows per Parquet row group (= one partition of the pipeline's parallel stages)."""
@@ -312,6 +313,7 @@ class XmcConfig(Section):
     xml_cnn: XmlCnnConfig = XmlCnnConfig()
     x_transformer: XTransformerConfig = XTransformerConfig()
     ensemble: EnsembleConfig = EnsembleConfig()
+    neural_xc: NeuralXcConfig = NeuralXcConfig()
     eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
     tracking: TrackingConfig = TrackingConfig()

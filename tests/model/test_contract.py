@@ -20,6 +20,7 @@ import pytest
 
 from tests.cli_helpers import xmc
 from tests.integration.servers import background, free_port, wait_http
+from tests.neuralxc.conftest import NXC_SMALL
 from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
 from tests.transformer.tiny import build_tiny_encoder
@@ -33,7 +34,10 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
 TOY = "tests.model.toy_family"
-FAMILIES = ["xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "ensemble", "toy-centroid"]
+FAMILIES = [
+    "xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "ensemble", "toy-centroid",
+    "neural-xc",
+]  # fmt: skip
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 CNN_SMALL = [
     "xml_cnn.placement=flat", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
@@ -75,6 +79,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
         sets.append("plugins.toy-centroid.shrink=0.01")
     if kind == "xml-cnn":
         sets += CNN_SMALL
+    if kind == "neural-xc":
+        sets += NXC_SMALL
     if kind == "ensemble":
         sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
     return sets

@@ -35,6 +35,7 @@ _BUILTIN_PARTS = {
     "CnnOutputRanker": "xmc_core.cnn.parts:CnnOutputRanker",
     "EnsembleEncoder": "xmc_core.model.ensemble:EnsembleEncoder",
     "EnsembleRanker": "xmc_core.model.ensemble:EnsembleRanker",
+    "NeuralXcRanker": "xmc_core.neuralxc.ranker:NeuralXcRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
@@ -42,6 +43,7 @@ _BUILTIN_FAMILIES = {
     "x-transformer": "xmc_core.families.x_transformer:FAMILY",
     "xml-cnn": "xmc_core.families.xml_cnn:FAMILY",
     "ensemble": "xmc_core.families.ensemble:FAMILY",
+    "neural-xc": "xmc_core.families.neural_xc:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
