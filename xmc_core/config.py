@@ -24,6 +24,7 @@ from xmc_core.config_families import EnsembleConfig, XmlCnnConfig, XTransformerC
 from xmc_core.config_io import apply_override, read_yaml
 from xmc_core.config_section import Section
 from xmc_core.hxc.config import HierarchicalXcConfig
+from xmc_core.neuralxc.config import NeuralXcConfig
 
 DEFAULT_ROWS_PER_GROUP = 10_000
 """Rows per Parquet row group (= one partition of the pipeline's parallel stages)."""
@@ -316,6 +317,7 @@ class XmcConfig(Section):
     ensemble: EnsembleConfig = EnsembleConfig()
     hierarchical_xc: HierarchicalXcConfig = HierarchicalXcConfig()
     astec: AstecConfig = AstecConfig()
+    neural_xc: NeuralXcConfig = NeuralXcConfig()
     eval: EvalConfig = EvalConfig()
     dask: DaskConfig = DaskConfig()
     tracking: TrackingConfig = TrackingConfig()

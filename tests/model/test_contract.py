@@ -21,6 +21,7 @@ import pytest
 from tests.astec.conftest import SETTINGS as ASTEC_SMALL
 from tests.cli_helpers import xmc
 from tests.integration.servers import background, free_port, wait_http
+from tests.neuralxc.conftest import NXC_SMALL
 from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
 from tests.transformer.tiny import build_tiny_encoder
@@ -36,7 +37,7 @@ from xmc_core.model.xmc_model import XmcModel
 TOY = "tests.model.toy_family"
 FAMILIES = [
     "xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "astec", "ensemble", "toy-centroid",
-    "hierarchical-xc",
+    "hierarchical-xc", "neural-xc",
 ]  # fmt: skip
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 CNN_SMALL = [
@@ -88,6 +89,8 @@ def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
         ]
     if kind == "astec":
         sets += ASTEC_SMALL
+    if kind == "neural-xc":
+        sets += NXC_SMALL
     if kind == "ensemble":
         sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
     return sets

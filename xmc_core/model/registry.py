@@ -38,6 +38,7 @@ _BUILTIN_PARTS = {
     "HierarchicalXcRanker": "xmc_core.hxc.ranker:HierarchicalXcRanker",
     "AstecEncoder": "xmc_core.astec.parts:AstecEncoder",
     "AstecRanker": "xmc_core.astec.parts:AstecRanker",
+    "NeuralXcRanker": "xmc_core.neuralxc.ranker:NeuralXcRanker",
 }
 _BUILTIN_FAMILIES = {
     "xr-linear": "xmc_core.families.xr_linear:FAMILY",
@@ -47,6 +48,7 @@ _BUILTIN_FAMILIES = {
     "ensemble": "xmc_core.families.ensemble:FAMILY",
     "hierarchical-xc": "xmc_core.families.hierarchical_xc:FAMILY",
     "astec": "xmc_core.families.astec:FAMILY",
+    "neural-xc": "xmc_core.families.neural_xc:FAMILY",
 }
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
