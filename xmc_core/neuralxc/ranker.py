@@ -1,6 +1,6 @@
-"""NeuralXC as a model's ranker: TF-IDF rows -> the chosen input columns -> input encoder ->
-regressor -> label decoder -> one sigmoid score per label (the model's encoder is TF-IDF
-itself, :class:`~xmc_core.model.xmc_model.TfidfEncoder`).
+"""NeuralXC as a model's ranker: TF-IDF rows -> the chosen input columns (0/1 or their values,
+``input_values``) -> input encoder -> regressor -> label decoder -> one sigmoid score per label
+(the model's encoder is TF-IDF itself, :class:`~xmc_core.model.xmc_model.TfidfEncoder`).
 
 ``fit`` chooses the input columns (:func:`input_columns`), checks the memory training needs
 (:func:`~xmc_core.neuralxc.network.check_memory`) and trains the whole network
