@@ -10,6 +10,8 @@ import numpy as np
 
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus, DatasetWriter
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.families.train import check_corpus, featurize_in_process
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
@@ -18,6 +20,20 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Held, InProcessRunner
+
+SMALL_CORPUS = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
+"""The families' tests' corpus: 300 train / 80 test documents on 6 topics (seconds to train)."""
+
+
+def write_small_corpus(dest: Path) -> Path:
+    """:data:`SMALL_CORPUS` written as a dataset folder at ``dest``."""
+    write_synthetic_dataset(dest, SMALL_CORPUS, rows_per_group=150)
+    return dest
+
+
+def split_texts(dataset: Path, split: str = "test", n: int = 30) -> list[str | None]:
+    """The first ``n`` texts of a dataset's split."""
+    return Corpus(dataset).read_split(split, ["text"]).column("text").to_pylist()[:n]
 
 
 @dataclass(frozen=True)

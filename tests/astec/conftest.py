@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.model_helpers import Featurized, featurize
+from tests.model_helpers import Featurized, featurize, write_small_corpus
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.synthetic import SyntheticSpec
-from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 
 SETTINGS = [
     "astec.embedding_dim=32", "astec.surrogate_epochs=10", "astec.classifier_epochs=10",
@@ -24,10 +22,7 @@ TINY = ["model.kind=astec", "tracking.enabled=false", "tfidf.max_features=5000",
 
 @pytest.fixture(scope="session")
 def astec_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("astec") / "synthetic"
-    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
-    write_synthetic_dataset(dest, spec, rows_per_group=150)
-    return dest
+    return write_small_corpus(tmp_path_factory.mktemp("astec") / "synthetic")
 
 
 @pytest.fixture(scope="session")

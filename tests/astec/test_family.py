@@ -10,10 +10,10 @@ import pytest
 
 from tests.model_helpers import Featurized
 from xmc_core.astec import classifier
-from xmc_core.astec.surrogate import split_rows
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.families.train import train_in_process
+from xmc_core.neural import split_rows
 
 
 def test_loss_falls_and_p1_beats_the_frequency_baseline(

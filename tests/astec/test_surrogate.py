@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.astec.config import AstecConfig
-from xmc_core.astec.surrogate import meta_label_count, meta_labels, meta_targets, split_rows
+from xmc_core.astec.surrogate import meta_label_count, meta_labels, meta_targets
 from xmc_core.config import TreeConfig
 from xmc_core.features.label_features import LabelFeatures
 
@@ -33,13 +33,3 @@ def test_meta_labels_are_balanced_clusters_of_similar_labels() -> None:
     Yc = meta_targets(Y, tree).toarray()
     assert Yc[0, leaf[0]] == 1 and Yc[0].sum() == 1  # label 0 -> its group's meta-label
     assert Yc[1].tolist() == [1.0, 1.0]  # labels 1 and 4: both meta-labels, each once
-
-
-def test_validation_rows_are_a_seeded_part_of_train() -> None:
-    cfg = AstecConfig(val_fraction=0.1, val_max_docs=25, seed=5)
-    train, val = split_rows(300, cfg)
-    assert len(val) == 25 and len(train) == 275  # 10% = 30, at most 25
-    assert not set(train) & set(val) and set(train) | set(val) == set(range(300))
-    assert np.array_equal(split_rows(300, cfg)[1], val)
-    assert not np.array_equal(split_rows(300, cfg.model_copy(update={"seed": 6}))[1], val)
-    assert len(split_rows(1, cfg)[1]) == 0 and len(split_rows(2, cfg)[1]) == 1

@@ -105,6 +105,23 @@ def test_report_prints_tables_published_figures_and_targets() -> None:
     )
 
 
+def test_published_figures_on_our_own_datasets_sit_under_their_table() -> None:
+    report = {"datasets": datasets()}
+    fr.resummarize(report)
+    result = report["datasets"]["reuters21578-modapte"]
+    bibtex = fr.dataset_table("bibtex-bow", result)
+    note = "- published on this dataset: NeuralXC (approx., read from plots) P@1 14.00"
+    assert [line for line in bibtex if line.startswith("- published")] == [
+        note + " (Srinivasan, Rao, Agarwal)"
+    ]
+    assert not [
+        line for line in fr.dataset_table("reuters21578-modapte", result) if "published" in line
+    ]
+    text = fr.markdown(report)
+    assert "| NeuralXC (approx., read from plots) | Delicious | 53.00 | - | - |" in text
+    assert "- HierarchicalXC (Srinivasan, Rao, Agarwal): the reference predicts hard 0/1" in text
+
+
 def test_ensemble_on_every_dataset_waits_for_all_four() -> None:
     report = {"datasets": {"reuters21578-modapte": datasets()["reuters21578-modapte"]}}
     fr.resummarize(report)

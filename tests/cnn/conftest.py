@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.model_helpers import Featurized, featurize
+from tests.model_helpers import Featurized, featurize, write_small_corpus
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.synthetic import SyntheticSpec
-from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 
 TINY = [
     "model.kind=xml-cnn", "tracking.enabled=false", "tree.branching=4", "tree.max_leaf_size=8",
@@ -23,10 +21,7 @@ TINY = [
 
 @pytest.fixture(scope="session")
 def cnn_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("cnn") / "synthetic"
-    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
-    write_synthetic_dataset(dest, spec, rows_per_group=150)
-    return dest
+    return write_small_corpus(tmp_path_factory.mktemp("cnn") / "synthetic")
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +32,6 @@ def cnn_config(tmp_path_factory: pytest.TempPathFactory) -> XmcConfig:
 @pytest.fixture(scope="session")
 def cnn_features(cnn_dataset: Path, cnn_config: XmcConfig) -> Featurized:
     return featurize(Corpus(cnn_dataset), cnn_config)
-
-
-def texts(dataset: Path, split: str = "test", n: int = 30) -> list[str | None]:
-    return Corpus(dataset).read_split(split, ["text"]).column("text").to_pylist()[:n]
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cnn.conftest import texts
+from tests.model_helpers import split_texts as texts
 from xmc_core.cnn.parts import CnnFeatures
 from xmc_core.config import XmcConfig
 from xmc_core.config_families import XmlCnnConfig

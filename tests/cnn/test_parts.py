@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tests.cnn.conftest import texts
+from tests.model_helpers import split_texts as texts
 from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker, top_rows
 from xmc_core.config import PredictConfig
 from xmc_core.config_families import XmlCnnConfig

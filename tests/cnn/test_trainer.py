@@ -14,7 +14,7 @@ from tests.model_helpers import Featurized
 from xmc_core.cnn import trainer
 from xmc_core.cnn.checkpoint import load_tensors
 from xmc_core.cnn.embeddings import initial_embeddings
-from xmc_core.cnn.trainer import epoch_batches, split_rows, train_network
+from xmc_core.cnn.trainer import epoch_batches, train_network
 from xmc_core.cnn.vocab import vocabulary
 from xmc_core.config import XmcConfig
 from xmc_core.config_families import XmlCnnConfig
@@ -34,15 +34,6 @@ def test_loss_falls_and_p1_beats_the_frequency_baseline(
     baseline = float((cnn_features.test.Y[:, top].toarray() > 0).mean())
     p1 = trained_flat["evaluation"].values["P@1"]
     assert p1 > baseline + 0.1, (p1, baseline)
-
-
-def test_validation_rows_are_a_seeded_part_of_train() -> None:
-    cfg = XmlCnnConfig(val_fraction=0.1, val_max_docs=25, seed=5)
-    train, val = split_rows(300, cfg)
-    assert len(val) == 25 and len(train) == 275  # 10% = 30, at most 25
-    assert not set(train) & set(val) and set(train) | set(val) == set(range(300))
-    assert np.array_equal(split_rows(300, cfg)[1], val)
-    assert len(split_rows(1, cfg)[1]) == 0 and len(split_rows(2, cfg)[1]) == 1
 
 
 def test_the_network_never_sees_the_test_split(

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_helpers import write_small_corpus
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.synthetic import SyntheticSpec
-from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 
 PRESET = Path(__file__).resolve().parents[2] / "configs" / "hierarchical-xc.yaml"
 TINY = ["tracking.enabled=false", "tfidf.max_features=5000"]
@@ -17,10 +16,7 @@ TINY = ["tracking.enabled=false", "tfidf.max_features=5000"]
 
 @pytest.fixture(scope="session")
 def hxc_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("hxc") / "synthetic"
-    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
-    write_synthetic_dataset(dest, spec, rows_per_group=150)
-    return dest
+    return write_small_corpus(tmp_path_factory.mktemp("hxc") / "synthetic")
 
 
 @pytest.fixture(scope="session")

@@ -21,14 +21,13 @@ import pytest
 from tests.astec.conftest import SETTINGS as ASTEC_SMALL
 from tests.cli_helpers import xmc
 from tests.integration.servers import background, free_port, wait_http
+from tests.model_helpers import split_texts, write_small_corpus
 from tests.neuralxc.conftest import NXC_SMALL
 from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
 from tests.transformer.tiny import build_tiny_encoder
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.synthetic import SyntheticSpec
-from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.errors import ArtifactError, PathError
 from xmc_core.families.train import train_in_process
 from xmc_core.model import registry
@@ -58,10 +57,7 @@ def plugins() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("contract") / "synthetic"
-    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
-    write_synthetic_dataset(dest, spec, rows_per_group=150)
-    return dest
+    return write_small_corpus(tmp_path_factory.mktemp("contract") / "synthetic")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +103,7 @@ def trained(
 
 
 def texts(dataset: Path, n: int = 30) -> list[str | None]:
-    return Corpus(dataset).read_split("test", ["text"]).column("text").to_pylist()[:n]
+    return split_texts(dataset, "test", n)
 
 
 def test_family_is_registered_with_real_sections(trained: tuple) -> None:

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_helpers import write_small_corpus
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.synthetic import SyntheticSpec
-from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 
 NXC_SMALL = [
     "neural_xc.input_max_features=2000", "neural_xc.input_hidden=[256,128]",
@@ -24,10 +23,7 @@ TINY = ["model.kind=neural-xc", "tracking.enabled=false", "tfidf.max_features=50
 
 @pytest.fixture(scope="session")
 def nxc_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("nxc") / "synthetic"
-    spec = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
-    write_synthetic_dataset(dest, spec, rows_per_group=150)
-    return dest
+    return write_small_corpus(tmp_path_factory.mktemp("nxc") / "synthetic")
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +36,3 @@ def trained(nxc_dataset: Path, nxc_config: XmcConfig) -> dict:
     from xmc_core.families.train import train_in_process
 
     return train_in_process(Corpus(nxc_dataset), nxc_config)
-
-
-def texts(dataset: Path, split: str = "test", n: int = 30) -> list[str | None]:
-    return Corpus(dataset).read_split(split, ["text"]).column("text").to_pylist()[:n]

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from tests.neuralxc.conftest import texts
+from tests.model_helpers import split_texts as texts
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
 from xmc_core.neuralxc.ranker import NeuralXcRanker, input_columns, network_input

@@ -16,7 +16,7 @@ from xmc_core.errors import InputError
 from xmc_core.neuralxc import ranker as ranker_module
 from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.ranker import NeuralXcRanker
-from xmc_core.neuralxc.trainer import split_rows, train_network
+from xmc_core.neuralxc.trainer import train_network
 
 SMALL = NeuralXcConfig(
     input_hidden=[16], input_code=8, label_hidden=[8], label_code=4, regressor_hidden=[8],
@@ -34,15 +34,6 @@ def test_loss_falls_and_p1_beats_the_frequency_baseline(trained: dict) -> None:
     baseline = float((Y_test[:, top].toarray() > 0).mean())  # every document: the top label
     p1 = trained["evaluation"].values["P@1"]
     assert p1 > baseline + 0.1, (p1, baseline)
-
-
-def test_validation_rows_are_a_seeded_part_of_train() -> None:
-    cfg = NeuralXcConfig(val_fraction=0.1, val_max_docs=25, seed=5)
-    train, val = split_rows(300, cfg)
-    assert len(val) == 25 and len(train) == 275  # 10% = 30, at most 25
-    assert not set(train) & set(val) and set(train) | set(val) == set(range(300))
-    assert np.array_equal(split_rows(300, cfg)[1], val)
-    assert len(split_rows(1, cfg)[1]) == 0 and len(split_rows(2, cfg)[1]) == 1
 
 
 def toy_problem(n: int = 60, d: int = 12, L: int = 5) -> tuple[sp.csr_matrix, sp.csr_matrix]:

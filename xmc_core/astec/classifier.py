@@ -26,9 +26,8 @@ from xmc_core.astec.loop import Epochs
 from xmc_core.astec.network import ShortlistNet
 from xmc_core.astec.parts import dense_rows, rank_shortlist
 from xmc_core.astec.shortlist import Shortlister
-from xmc_core.astec.surrogate import split_rows
-from xmc_core.cnn.trainer import epoch_seed, torch_threads
 from xmc_core.errors import InputError
+from xmc_core.neural import descend, epoch_seed, split_rows, torch_threads
 
 log = logging.getLogger(__name__)
 WHAT = "astec classifier"
@@ -205,12 +204,7 @@ class ShortlistTraining:
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
             logits, torch.from_numpy(targets)
         )
-        for opt in self.opts:
-            opt.zero_grad(set_to_none=True)
-        loss.backward()
-        for opt in self.opts:
-            opt.step()
-        return float(loss.detach())
+        return descend(loss, self.opts)
 
     def export(self, beta: float) -> Exported:
         """The current classifier as numpy arrays: (W, b, block, ``beta``)."""

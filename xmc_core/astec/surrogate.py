@@ -22,23 +22,14 @@ from xmc_core.astec.config import AstecConfig
 from xmc_core.astec.loop import Epochs
 from xmc_core.astec.network import SurrogateNet, bag_inputs
 from xmc_core.astec.parts import AstecEncoder
-from xmc_core.cnn.trainer import epoch_seed, torch_threads
 from xmc_core.config import TreeConfig
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
+from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch_threads
 
 log = logging.getLogger(__name__)
 WHAT = "astec surrogate"
-
-
-def split_rows(n_docs: int, cfg: AstecConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, validation rows) of ``n_docs`` training documents, sorted int64: a seeded
-    ``val_fraction`` of them (at most ``val_max_docs``; none below 2 documents)."""
-    order = np.random.default_rng([cfg.seed, 1]).permutation(n_docs)
-    n_val = min(cfg.val_max_docs, round(cfg.val_fraction * n_docs), n_docs - 1)
-    n_val = max(n_val, 1) if n_docs >= 2 else 0
-    return np.sort(order[n_val:]).astype(np.int64), np.sort(order[:n_val]).astype(np.int64)
 
 
 def meta_label_count(n_labels: int, cfg: AstecConfig) -> int:
@@ -68,13 +59,6 @@ def meta_targets(Y: sp.csr_matrix, tree: LabelTree) -> sp.csr_matrix:
     Yc = sp.csr_matrix(sp.csr_matrix(Y, dtype=np.float32) @ leaf)
     Yc.data[:] = 1.0
     return Yc
-
-
-def prior_logits(Y: sp.csr_matrix) -> np.ndarray:
-    """float32 (K,): ``logit((count + 0.5) / (n + 1))`` of each target's training count."""
-    counts = np.bincount(sp.csr_matrix(Y).indices, minlength=Y.shape[1])
-    p = (counts + 0.5) / (Y.shape[0] + 1.0)
-    return np.log(p / (1.0 - p)).astype(np.float32)
 
 
 def train_surrogate(train: SplitFeatures, meta: LabelTree, cfg: AstecConfig) -> AstecEncoder:
@@ -122,12 +106,7 @@ def step(
     logits = net(*bag_inputs(X, torch.device("cpu")))
     target = torch.from_numpy(Yc.toarray())
     loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
-    for opt in opts:
-        opt.zero_grad(set_to_none=True)
-    loss.backward()
-    for opt in opts:
-        opt.step()
-    return float(loss.detach())
+    return descend(loss, opts)
 
 
 def meta_precision(net: SurrogateNet, X: sp.csr_matrix, Yc: sp.csr_matrix) -> float:

@@ -22,11 +22,11 @@ from scipy.special import expit
 
 from xmc_core.cnn.checkpoint import NETWORK_FILE, Shapes, load_tensors, save_tensors
 from xmc_core.cnn.network import XmlCnn, encode
-from xmc_core.cnn.trainer import epoch_seed, torch_threads
 from xmc_core.cnn.vocab import Vocabulary
 from xmc_core.config import PredictConfig
 from xmc_core.config_families import XmlCnnConfig
 from xmc_core.errors import ArtifactError
+from xmc_core.neural import descend, epoch_seed, torch_threads
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.ranker import concat_features
@@ -166,9 +166,7 @@ class CnnOutputRanker:
                     rows = order[start : start + cfg.batch_size]
                     x, y = (torch.from_numpy(M[rows].toarray()) for M in (X, Y))
                     loss = torch.nn.functional.binary_cross_entropy_with_logits(layer(x), y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
+                    descend(loss, [opt])
         W = layer.weight.detach().numpy().T
         return self.set_output(W, layer.bias.detach().numpy())
 

@@ -19,8 +19,6 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from xmc_core.cnn.checkpoint import (
 )
 from xmc_core.cnn.network import XmlCnn, batch_tensors, encode
 from xmc_core.config_families import XmlCnnConfig
+from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch_threads
 from xmc_core.progress import Clock, StepLog, duration
 from xmc_core.storage.atomic import write_json
 from xmc_core.transformer.encoder import resolve_device
@@ -45,46 +44,6 @@ from xmc_core.transformer.tokens import TokenizedTexts
 
 log = logging.getLogger(__name__)
 WHAT = "xml-cnn"
-
-
-def prior_logits(Y: sp.csr_matrix) -> np.ndarray:
-    """float32 (K,): ``logit((count + 0.5) / (n + 1))`` of each target's training count, the
-    output bias the network starts from (it then predicts every target's frequency, and the
-    first epochs learn what sets documents apart instead of pulling every output down)."""
-    counts = np.bincount(sp.csr_matrix(Y).indices, minlength=Y.shape[1])
-    p = (counts + 0.5) / (Y.shape[0] + 1.0)
-    return np.log(p / (1.0 - p)).astype(np.float32)
-
-
-def split_rows(n_docs: int, cfg: XmlCnnConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, validation rows) of ``n_docs`` training documents, sorted int64: a seeded
-    ``val_fraction`` of them (at most ``val_max_docs``, none below 2 documents)."""
-    order = np.random.default_rng([cfg.seed, 1]).permutation(n_docs)
-    n_val = min(cfg.val_max_docs, round(cfg.val_fraction * n_docs), n_docs - 1)
-    n_val = max(n_val, 1) if n_docs >= 2 else 0
-    return np.sort(order[n_val:]).astype(np.int64), np.sort(order[:n_val]).astype(np.int64)
-
-
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """Torch's intra-op threads set to ``threads`` for the block (None: left as they are)."""
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-    """Torch's seed for epoch ``epoch`` (dropout); -1: the initialisation, -2: the flat
-    ranker's refit."""
-    return int(np.random.SeedSequence([seed, epoch + 10]).generate_state(1)[0])
-
-
 POOL_BATCHES = 50
 """Batches drawn together and sorted by length (see :func:`epoch_batches`)."""
 
@@ -248,12 +207,7 @@ class EpochLoop:
         )
         target = torch.from_numpy(self.Y[rows].toarray()).to(self.device)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(self.net(ids, lengths), target)
-        for opt in self.opts:
-            opt.zero_grad(set_to_none=True)
-        loss.backward()
-        for opt in self.opts:
-            opt.step()
-        return float(loss.detach())
+        return descend(loss, self.opts)
 
     def record(
         self, state: RunState, best: dict[str, torch.Tensor], progress: StepLog

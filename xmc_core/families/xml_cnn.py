@@ -24,7 +24,7 @@ from xmc_core.cnn.checkpoint import CnnCheckpoint
 from xmc_core.cnn.embeddings import WordVectors, initial_embeddings
 from xmc_core.cnn.network import encode
 from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker, top_rows, unit_rows
-from xmc_core.cnn.trainer import torch_threads, train_network
+from xmc_core.cnn.trainer import train_network
 from xmc_core.cnn.vocab import Vocabulary, partition_ids, vocabulary
 from xmc_core.config import PredictConfig, RankerConfig, TokenizerConfig, XmcConfig
 from xmc_core.config_families import XmlCnnConfig
@@ -40,6 +40,7 @@ from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.neural import torch_threads
 from xmc_core.stages.graph import Runner, Stage
 from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.ranker import EmbeddedSplit, concat_features, matcher_parent_shortlists

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
-from xmc_core.errors import ArtifactError, InputError
+from xmc_core.errors import InputError
 from xmc_core.linear.levels import (
     binarize,
     importance_weights,
@@ -30,7 +30,7 @@ from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.solver import train_level
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Negatives
-from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, write_meta
+from xmc_core.storage.artifacts import read_meta, write_meta
 
 log = logging.getLogger(__name__)
 
@@ -133,20 +133,7 @@ class HierarchicalXcRanker(XRLinearModel):
     @classmethod
     def load(cls, folder: str | Path) -> HierarchicalXcRanker:
         """Read a folder written by :meth:`save`; fails clearly if anything is off."""
-        folder = Path(folder)
-        meta = read_meta(folder, cls.__name__)
-        with meta_fields(folder):
-            model = cls(RankerConfig(**meta["ranker"]), PredictConfig(**meta["predict"]))
-            depth, n_features = int(meta["depth"]), int(meta["n_features"])
-        tree = LabelTree.load(folder / "tree")
-        if tree.depth != depth:
-            raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {depth}")
-        weights = [load_csr(folder / f"W{t}.npz").tocsc() for t in range(tree.depth)]
-        try:
-            model.set_levels(tree, weights, n_features)
-        except ValueError as err:
-            raise ArtifactError(folder, f"inconsistent model: {err}") from err
-        return model
+        return cls.load_as(Path(folder), cls.__name__)
 
 
 _FIELDS = ("ranker", "predict", "n_features", "n_labels", "depth")

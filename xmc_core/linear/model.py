@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 import scipy.sparse as sp
@@ -99,9 +99,7 @@ class XRLinearModel:
             weights.append(fit_level(X, Y, tree, t, weights, self.ranker, post, extra))
         return self.set_levels(tree, weights, X.shape[1])
 
-    def set_levels(
-        self, tree: LabelTree, weights: list[sp.csc_matrix], n_features: int
-    ) -> XRLinearModel:
+    def set_levels(self, tree: LabelTree, weights: list[sp.csc_matrix], n_features: int) -> Self:
         """Assemble a model from levels trained elsewhere (e.g. one orchestrated task each)."""
         if len(weights) != tree.depth:
             raise ValueError(f"{len(weights)} weight matrices for a tree of depth {tree.depth}")
@@ -156,10 +154,14 @@ class XRLinearModel:
         )
 
     @classmethod
-    def load(cls, folder: str | Path) -> XRLinearModel:
+    def load(cls, folder: str | Path) -> Self:
         """Read a folder written by :meth:`save`; fails clearly if anything is off."""
-        folder = Path(folder)
-        meta = read_meta(folder, "XRLinearModel")
+        return cls.load_as(Path(folder), "XRLinearModel")
+
+    @classmethod
+    def load_as(cls, folder: Path, kind: str) -> Self:
+        """:meth:`load` of a folder whose ``meta.json`` names the class ``kind``."""
+        meta = read_meta(folder, kind)
         with meta_fields(folder):
             model = cls(RankerConfig(**meta["ranker"]), PredictConfig(**meta["predict"]))
             depth, n_features = int(meta["depth"]), int(meta["n_features"])

@@ -22,9 +22,9 @@ from scipy.special import expit
 
 from xmc_core.cnn.checkpoint import load_tensors, save_tensors
 from xmc_core.cnn.parts import top_rows
-from xmc_core.cnn.trainer import torch_threads
 from xmc_core.config import PredictConfig
 from xmc_core.errors import ArtifactError, InputError
+from xmc_core.neural import torch_threads
 from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.network import MB, NeuralXc, check_memory
 from xmc_core.neuralxc.trainer import TrainRecord, train_network

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from xmc_core.cnn.trainer import epoch_seed, prior_logits, torch_threads
+from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch_threads
 from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.network import NeuralXc
 from xmc_core.progress import Clock, StepLog, duration
@@ -34,15 +34,6 @@ from xmc_core.transformer.encoder import resolve_device
 log = logging.getLogger(__name__)
 WHAT = "neural-xc"
 TERMS = ("input_mse", "label_mse", "bce")
-
-
-def split_rows(n_docs: int, cfg: NeuralXcConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, validation rows) of ``n_docs`` training documents, sorted int64: a seeded
-    ``val_fraction`` of them (at most ``val_max_docs``, none below 2 documents)."""
-    order = np.random.default_rng([cfg.seed, 1]).permutation(n_docs)
-    n_val = min(cfg.val_max_docs, round(cfg.val_fraction * n_docs), n_docs - 1)
-    n_val = max(n_val, 1) if n_docs >= 2 else 0
-    return np.sort(order[n_val:]).astype(np.int64), np.sort(order[:n_val]).astype(np.int64)
 
 
 def dense(M: sp.csr_matrix, rows: np.ndarray | slice, device: torch.device) -> torch.Tensor:
@@ -170,10 +161,7 @@ class EpochLoop:
         """One Adam step on documents ``rows``; returns the batch's loss."""
         x, y = dense(self.X, rows, self.device), dense(self.Y, rows, self.device)
         parts = self.net.losses(x, y, self.cfg.alpha, self.cfg.beta)
-        self.opt.zero_grad(set_to_none=True)
-        parts.total.backward()
-        self.opt.step()
-        values = {"loss": float(parts.total.detach())}
+        values = {"loss": descend(parts.total, [self.opt])}
         values |= {t: float(getattr(parts, t).detach()) for t in TERMS}
         for name, value in values.items():
             self.sums[name] += value
