@@ -82,6 +82,34 @@ def test_prediction_scores_exactly_the_ann_shortlist(n_neighbours: int) -> None:
         assert set(got) <= set(np.flatnonzero(Y.getnnz(axis=0)))  # labels with documents
 
 
+def test_prediction_queries_on_predict_threads_with_the_same_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(1)
+    U = unit_rows(rng.standard_normal((200, 8)).astype(np.float32))
+    Y = sp.random(200, 30, density=0.1, format="csr", random_state=3, dtype=np.float32)
+    Y.data[:] = 1.0
+    Z = sp.csr_matrix(rng.standard_normal((300, 8)).astype(np.float32))
+    W = rng.standard_normal((30, 8)).astype(np.float32)
+    cfg = AstecConfig(hnsw_m=8, ef_construction=40, ef_search=20, shortlist_size=5,
+                      n_neighbours=3, threads=1)  # fmt: skip
+    shortlister = Shortlister.build(U, Y, cfg)[0]
+    seen: list[int | None] = []
+    real = ann_module.faiss_threads
+    monkeypatch.setattr(
+        "xmc_core.astec.shortlist.faiss_threads", lambda t: seen.append(t) or real(t)
+    )
+    got = []
+    for threads in (1, 2):
+        ranker = AstecRanker(cfg.model_copy(update={"predict_threads": threads}), PredictConfig())
+        ranker.set_parts(shortlister, W, np.zeros(30, np.float32), Block.identity(8), 0.5)
+        got.append(ranker.predict(Z, topk=5))
+        assert seen[-1] == threads
+    assert got[0].nnz == 1500
+    assert np.array_equal(got[0].indices, got[1].indices)
+    assert np.array_equal(got[0].data, got[1].data)
+
+
 def test_ranking_is_by_score_then_lower_label() -> None:
     labels = np.array([[5, 2, -1, 7]], np.int64)
     scores = np.array([[0.5, 0.5, 0.875, 0.75]], np.float32)  # -1: never ranked

@@ -114,8 +114,9 @@ def fit_classifier(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: AstecConfig) -> Fitt
     shortlister, V, has = Shortlister.build(U[train_rows], Y[train_rows], cfg)
     log.info("%s: %s of %s labels indexed (the others have no training document)", WHAT,
              f"{int(has.sum()):,}", f"{len(has):,}")  # fmt: skip
-    short = shortlister.shortlists(U[train_rows], own=np.arange(len(train_rows)))[0]
-    val = shortlister.shortlists(U[val_rows]) if len(val_rows) else None
+    own = np.arange(len(train_rows))
+    short = shortlister.shortlists(U[train_rows], own=own, threads=cfg.threads)[0]
+    val = shortlister.shortlists(U[val_rows], threads=cfg.threads) if len(val_rows) else None
     per_doc = Y[train_rows].nnz / len(train_rows)
     width = float((short >= 0).sum(axis=1).mean())
     bias = np.full(Y.shape[1], initial_bias(per_doc, width + cfg.n_random + per_doc), np.float32)

@@ -49,8 +49,10 @@ class AstecConfig(Section):
     size and learning rates were not found; ``lr`` was tuned on debian-deps, where 0.02 did
     worse, while bibtex-bow's classifier did better with 0.02). ``configs/astec.yaml`` sizes
     them for 2 CPU cores. ``threads``: torch's and
-    faiss's (OpenMP) threads (None: their own choice); the HNSW graph is always built on one
-    thread, so the same seed gives the same index.
+    faiss's (OpenMP) threads while training (None: their own choice); ``predict_threads``:
+    faiss's while predicting (torch is not used there, so its threads cannot contend). The HNSW
+    graph is always built on one thread, so the same seed gives the same index; a query's
+    result does not depend on the threads.
     """
 
     embedding_dim: int = Field(300, ge=2, description="D: one D-vector per TF-IDF feature")
@@ -79,7 +81,10 @@ class AstecConfig(Section):
     val_max_docs: int = Field(2000, ge=1)
     time_budget_s: float | None = Field(None, gt=0, description="per training loop, seconds")
     eval_batch_size: int = Field(1024, ge=1, description="documents per encode/predict batch")
-    threads: int | None = Field(None, ge=1, description="torch and faiss threads")
+    threads: int | None = Field(None, ge=1, description="torch and faiss threads, training")
+    predict_threads: int | None = Field(
+        None, ge=1, description="faiss threads, prediction (None: faiss's own choice)"
+    )
     seed: int = 0
 
     @field_validator("beta_grid")

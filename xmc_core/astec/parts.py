@@ -148,7 +148,7 @@ class AstecRanker:
     def shortlist_scores(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ANN shortlist of each encoding row of ``Z`` float32 (n, D) and its fused
         scores: (labels int64 (n, S), scores float32 (n, S)); -1 labels: none."""
-        labels, sims = self.shortlister_.shortlists(unit_rows(Z))
+        labels, sims = self.shortlister_.shortlists(unit_rows(Z), threads=self.cfg.predict_threads)
         logits = shortlist_logits(self.block_(Z), labels, self.W_, self.b_)
         return labels, fuse(logits, sims, self.beta_)
 

@@ -129,13 +129,14 @@ class Shortlister:
         return cls(cfg, labels, docs, sp.csr_matrix(Y, dtype=np.float32)), V, has
 
     def shortlists(
-        self, U: np.ndarray, own: np.ndarray | None = None
+        self, U: np.ndarray, own: np.ndarray | None = None, threads: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Each unit encoding's shortlist (labels int64 (n, S), -1: none) and the ANN
         similarity of each (float32 (n, S)); ``own``: the rows in the document index of
-        these documents (training documents: each one's own labels are not its neighbours')."""
+        these documents (training documents: each one's own labels are not its neighbours');
+        ``threads``: faiss's for the queries (None: as they are)."""
         cfg = self.cfg
-        with faiss_threads(cfg.threads):
+        with faiss_threads(threads):
             sims, labels = self.labels.search(U, cfg.shortlist_size)
             if self.docs is None or self.doc_labels is None:
                 return labels, sims
