@@ -163,6 +163,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peers-python", type=Path, default=REPO / ".venv-peers/bin/python")
     p.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/families-{today}.json")
     p.add_argument("--merge", nargs="+", type=Path, metavar="FILE", help="merge into --out")
+    p.add_argument(
+        "--replace", action="store_true",
+        help="with --merge: a method of a later file replaces the earlier files' runs of it "
+        "(a rerun after a change) instead of being pooled with them as repeats",
+    )  # fmt: skip
     p.add_argument("--report", type=Path, help="print the tables and targets of a results file")
     args = p.parse_args(argv)
     args.methods = args.methods.split(",")
@@ -216,9 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         print(fr.markdown(report))
         return 0
     if args.merge:
-        report = fr.merge(args.merge, command)
+        report = fr.merge(args.merge, command, replace=args.replace)
         for line in report["provenance_mismatch"]:
             print(f"warning: merged runs differ: {line}")
+        for line in report["replaced"]:
+            print(f"replaced: {line}")
         write(args.out, report)
         print(f"wrote {args.out}")
         return 0

@@ -256,6 +256,9 @@ def markdown(report: dict[str, Any]) -> str:
     if report.get("provenance_mismatch"):
         lines += ["**Merged runs differ in machine or commit:**", ""]
         lines += [f"- {m}" for m in report["provenance_mismatch"]] + [""]
+    if report.get("replaced"):
+        lines += ["**Rerun, replacing the earlier runs:**", ""]
+        lines += [f"- {m}" for m in report["replaced"]] + [""]
     for name, result in report["datasets"].items():
         lines += dataset_table(name, result)
     lines += [*published_table(), "", *target_lines(report["targets"]), ""]
@@ -275,17 +278,21 @@ def _sizes(stats: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in stats.items() if not k.endswith("_s")}
 
 
-def merge(paths: list[Path], command: str) -> dict[str, Any]:
+def merge(paths: list[Path], command: str, replace: bool = False) -> dict[str, Any]:
     """Results files of runs done dataset by dataset or method by method -> one report. The
-    same method on the same dataset in two files: their runs are pooled as repeats. Files of
-    different machines, commits or library sources are merged, and each difference recorded
-    in ``provenance_mismatch`` (the report prints them first)."""
+    same method on the same dataset in two files: their runs are pooled as repeats, or with
+    ``replace`` the later file's runs replace the earlier's (a rerun after a change; each
+    replacement is recorded in ``replaced``). Files of different machines, commits or library
+    sources are merged, and each difference recorded in ``provenance_mismatch`` (the report
+    prints them first)."""
     reports = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
     for path, report in zip(paths, reports, strict=True):
         if "merged_from" in report:
             files = " ".join(m["file"] for m in report["merged_from"])
             raise ValueError(f"{path} is itself a merge: merge the files it came from ({files})")
-    merged: dict[str, Any] = {"command": command, "datasets": {}, "provenance_mismatch": []}
+    merged: dict[str, Any] = {
+        "command": command, "datasets": {}, "provenance_mismatch": [], "replaced": [],
+    }  # fmt: skip
     merged["merged_from"] = [
         {"file": str(p), **{k: r.get(k) for k in ("command", "date", "machine", "git_start")}}
         for p, r in zip(paths, reports, strict=True)
@@ -301,7 +308,10 @@ def merge(paths: list[Path], command: str) -> dict[str, Any]:
             if _sizes(into["stats"]) != _sizes(result["stats"]):
                 raise ValueError(f"{path}: dataset {name} differs from the earlier file's")
             for method, r in result["methods"].items():
-                if method in into["methods"]:
+                if method in into["methods"] and replace:
+                    merged["replaced"].append(f"{name} {method}: the runs of {path.name}")
+                    into["methods"][method] = {"runs": list(r["runs"]), "settings": r["settings"]}
+                elif method in into["methods"]:
                     into["methods"][method]["runs"] += r["runs"]
                 else:
                     into["methods"][method] = {"runs": list(r["runs"]), "settings": r["settings"]}

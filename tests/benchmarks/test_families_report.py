@@ -164,6 +164,21 @@ def test_merge_pools_methods_and_records_a_different_commit(tmp_path: Path) -> N
     assert "**Merged runs differ in machine or commit:**" in fr.markdown(merged)
 
 
+def test_merge_with_replace_keeps_the_later_files_runs(tmp_path: Path) -> None:
+    a = results_file(
+        tmp_path / "a.json", "c1",
+        {"astec": method(ok_run(0.80, 100.0)), "frequency": method(ok_run(0.30, 0.1))},
+    )  # fmt: skip
+    b = results_file(tmp_path / "b.json", "c2", {"astec": method(ok_run(0.70, 300.0))})
+    merged = fr.merge([a, b], "merge command", replace=True)
+    methods = merged["datasets"]["reuters21578-modapte"]["methods"]
+    assert methods["astec"]["n_ok_runs"] == 1 and methods["astec"]["train_s_median"] == 300.0
+    assert methods["frequency"]["n_ok_runs"] == 1
+    assert merged["replaced"] == ["reuters21578-modapte astec: the runs of b.json"]
+    assert "- reuters21578-modapte astec: the runs of b.json" in fr.markdown(merged)
+    assert fr.merge([a, b], "merge command")["replaced"] == []
+
+
 def test_merge_refuses_two_different_datasets_under_one_name(tmp_path: Path) -> None:
     a = results_file(tmp_path / "a.json", "c1", {"xml-cnn": method(ok_run(0.80, 100.0))})
     b = results_file(
