@@ -46,10 +46,10 @@ class AstecConfig(Section):
     The defaults are the reference settings (Astec's code: 300-d embeddings, HNSW M=100,
     efC=300, efS=400, 500-label shortlists, about 200 random labels per document while
     training); ``n_neighbours``, ``lr`` and the gate are ours (the reference's instance kNN
-    size and learning rates were not found; ``lr`` was tuned on debian-deps, where 0.02 did
-    worse, while bibtex-bow's classifier did better with 0.02). ``configs/astec.yaml`` sizes
-    them for 2 CPU cores. ``threads``: torch's and
-    faiss's (OpenMP) threads while training (None: their own choice); ``predict_threads``:
+    size and learning rates were not found; with ``configs/astec.yaml``, ``lr`` 0.01 beat 0.005
+    and 0.02 on a validation split carved from debian-deps' train split, BENCHMARKS.md).
+    ``configs/astec.yaml`` sizes them for 2 CPU cores. ``threads``: torch's and faiss's
+    (OpenMP) threads while training (None: their own choice); ``predict_threads``:
     faiss's while predicting (torch is not used there, so its threads cannot contend). The HNSW
     graph is always built on one thread, so the same seed gives the same index; a query's
     result does not depend on the threads.
