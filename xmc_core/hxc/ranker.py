@@ -19,13 +19,7 @@ import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import InputError
-from xmc_core.linear.levels import (
-    binarize,
-    importance_weights,
-    level_targets,
-    matcher_beam,
-    matching_matrix,
-)
+from xmc_core.linear.levels import importance_weights, level_problems
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.solver import train_level
 from xmc_core.linear.tree import LabelTree
@@ -62,13 +56,7 @@ def fit_node_level(
     W = sp.csc_matrix((X.shape[1] + 1, 0), dtype=np.float32)
     start = time.perf_counter()
     if decided.size:
-        targets = level_targets(Y, tree.C)
-        matched = None
-        if t > 0 and cfg.negatives != "tfn":
-            matched = matcher_beam(X, trained, tree.C, cfg.matcher_topk, post_processor, cfg.bias)
-        M = matching_matrix(targets, t, cfg, matched)
-        if extra_parents is not None and t > 0:
-            M = binarize(M + extra_parents)
+        targets, M = level_problems(X, Y, tree.C, t, trained, cfg, post_processor, extra_parents)
         R = importance_weights(Y, tree.C, t)[:, decided] if cfg.importance_weights else None
         W = train_level(X, targets[t][:, decided], C[decided], M, cfg, R, what=f"level {t}")
     log.debug(

@@ -90,3 +90,27 @@ def matching_matrix(
             raise ValueError(f"negatives={cfg.negatives!r} needs the matcher's predictions")
         parts.append(matched)
     return binarize(sum(parts[1:], parts[0]))
+
+
+def level_problems(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    C: list[sp.csr_matrix],
+    t: int,
+    trained: list[sp.csc_matrix],
+    cfg: RankerConfig,
+    post_processor: str,
+    extra_parents: sp.csr_matrix | None = None,
+) -> tuple[list[sp.csr_matrix], sp.csr_matrix]:
+    """What level ``t``'s rankers train on: every level's targets (:func:`level_targets`) and
+    the level's matching matrix (:func:`matching_matrix`; the matcher's beam through the
+    ``trained`` levels above when the negatives need it), joined by ``extra_parents`` csr
+    (n_docs, K_t) binary, more parents per document (e.g. an external matcher's clusters)."""
+    targets = level_targets(Y, C)
+    matched = None
+    if t > 0 and cfg.negatives != "tfn":
+        matched = matcher_beam(X, trained, C, cfg.matcher_topk, post_processor, cfg.bias)
+    M = matching_matrix(targets, t, cfg, matched)
+    if extra_parents is not None and t > 0:
+        M = binarize(M + extra_parents)
+    return targets, M

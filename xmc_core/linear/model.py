@@ -14,13 +14,7 @@ import scipy.sparse as sp
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.beam import ChunkedLevel, beam_search
-from xmc_core.linear.levels import (
-    binarize,
-    importance_weights,
-    level_targets,
-    matcher_beam,
-    matching_matrix,
-)
+from xmc_core.linear.levels import importance_weights, level_problems
 from xmc_core.linear.solver import train_level
 from xmc_core.linear.tree import LabelTree
 from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
@@ -49,13 +43,7 @@ def fit_level(
     """
     if len(trained) != t:
         raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
-    targets = level_targets(Y, tree.C)
-    matched = None
-    if t > 0 and cfg.negatives != "tfn":
-        matched = matcher_beam(X, trained, tree.C, cfg.matcher_topk, post_processor, cfg.bias)
-    M = matching_matrix(targets, t, cfg, matched)
-    if extra_parents is not None and t > 0:
-        M = binarize(M + extra_parents)
+    targets, M = level_problems(X, Y, tree.C, t, trained, cfg, post_processor, extra_parents)
     R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
     start = time.perf_counter()
     W = train_level(X, targets[t], tree.C[t], M, cfg, R, what=f"level {t}")
