@@ -123,9 +123,10 @@ def test_documents_in_several_parents() -> None:
     C = sp.csr_matrix((np.ones(8), (np.arange(8), parent)), shape=(8, 4))
     cfg = RankerConfig()
     W = _dense(train_level(X, Y, C, M, cfg))
-    for j in range(8):
+    for j in range(8):  # a parent's documents alone give its children the same weights
         rows = np.flatnonzero(M[:, [parent[j]]].toarray().ravel())
-        alone = train_level(X[rows], Y[rows], *_one_parent(rows.size, 8), cfg)
+        only = sp.csr_matrix(M[rows].multiply(np.arange(4) == parent[j]))
+        alone = train_level(X[rows], Y[rows], C, only, cfg)
         np.testing.assert_array_equal(W[:, j], _dense(alone)[:, j])
 
 
@@ -176,6 +177,21 @@ def test_same_seed_same_weights_any_thread_count() -> None:
 
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
+def test_a_node_learns_the_same_weights_whatever_siblings_share_its_group(loss: str) -> None:
+    # 20 children of parent 0 are solved as 2 groups of 10 lanes (padded to 16); alone under
+    # parent 0 (its siblings moved to parent 1, which has no documents), each is 1 lane.
+    X, Y = _problem(9, n=200, k=20)
+    M = sp.csr_matrix((np.ones(200), (np.arange(200), np.zeros(200))), shape=(200, 2))
+    cfg = RankerConfig(loss=loss, threshold=0.0)
+    together = train_level(X, Y, sp.csr_matrix(np.c_[np.ones(20), np.zeros(20)]), M, cfg)
+    for j in (0, 9, 10, 19):
+        parent = np.where(np.arange(20) == j, 0, 1)
+        C = sp.csr_matrix((np.ones(20), (np.arange(20), parent)), shape=(20, 2))
+        alone = train_level(X, Y, C, M, cfg)
+        assert alone.nnz and np.array_equal(_dense(alone)[:, j], _dense(together)[:, j])
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
 def test_parents_without_documents_and_nodes_without_positives(loss: str, caplog) -> None:
     X, Y = _problem(6, n=60, k=4)
     Y = Y.tolil()
@@ -208,17 +224,17 @@ def test_rejects_malformed_inputs() -> None:
 
 def test_long_levels_log_the_nodes_done(monkeypatch, caplog) -> None:
     X, Y = _problem(8, n=80, k=6)
-    C = sp.csr_matrix((np.ones(6), (np.arange(6), np.arange(6) % 2)), shape=(6, 2))
-    M = sp.lil_matrix((80, 2))
-    M[:, 0], M[:20, 1] = 1, 1  # parent 0 holds every document, parent 1 the first 20
+    C = sp.csr_matrix(np.eye(6))  # one node per parent: one group, one progress update each
+    M = sp.lil_matrix((80, 6))
+    M[:, :3], M[:20, 3:] = 1, 1  # parents 0-2 hold every document, parents 3-5 the first 20
     cfg = RankerConfig(max_iter=3)
     quiet = train_level(X, Y, C, M.tocsr(), cfg)
     ticks = iter(range(10, 1000, 10))  # every clock reading 10 s after the previous one
     monkeypatch.setattr(solver, "RateLog", partial(RateLog, clock=lambda: next(ticks)))
-    monkeypatch.setattr(solver, "CHUNK_SLOTS", 1)  # one node per chunk: 6 progress updates
+    monkeypatch.setattr(solver, "CHUNK_SLOTS", 1)  # one group per chunk: 6 progress updates
     with caplog.at_level(logging.INFO, logger=solver.log.name):
         logged = train_level(X, Y, C, M.tocsr(), cfg, what="level 3")
-    # a node every 10 s, the biggest problems first: after 30 s, parent 0's three nodes are
+    # a node every 10 s, the biggest problems first: after 30 s, parents 0-2's nodes are
     # done, the share of the work of their blocks (entries of 80 docs against 20)
     entries = np.diff(X.indptr)
     big, small = int(entries.sum()), int(entries[:20].sum())

@@ -13,11 +13,13 @@ document is not in M[:, p] are *not* trained on: put teacher forcing into M when
 
 where x_i is the document's row followed by the constant ``cfg.bias`` (the bias weight is
 regularized, as in liblinear and PECOS). Epochs visit examples in a random order drawn from
-(cfg.seed, node), stopping at ``cfg.eps`` or after ``cfg.max_iter`` epochs. Weights with
-|w| < cfg.threshold are pruned.
+(cfg.seed, parent), stopping at ``cfg.eps`` or after ``cfg.max_iter`` epochs. Weights (float32,
+as PECOS's) with |w| < cfg.threshold are pruned.
 
 Parents are processed in batches of bounded memory: each batch copies its parents' rows into
-local blocks with renumbered features, then solves the nodes in parallel (numba threads).
+local blocks with renumbered features, then solves groups of up to 16 sibling nodes in
+parallel (numba threads), each group in lockstep over its parent's rows (one pass over a row
+serves every sibling: :mod:`xmc_core.linear._dual_cd`).
 """
 
 from __future__ import annotations
@@ -214,6 +216,36 @@ def _gather(level: _Level, parents: np.ndarray) -> tuple[np.ndarray, ...]:
     return row_start, docs, indptr, idx, val, sqnorm, feat_start, n_local, feat_map
 
 
+def _groups(level: _Level, slot_of_parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sibling groups of a batch: (slot int64 (G,), nodes int64 (G, LANES), -1 padded).
+
+    The children of each parent (in node order) are split evenly into groups of at most
+    ``LANES``; a level with a single parent (the root) splits its children into at least two
+    groups, so two threads share it. The split depends on the tree only, not on the batches
+    or the thread count.
+    """
+    nodes = np.flatnonzero(slot_of_parent[level.parent] >= 0)
+    slots = slot_of_parent[level.parent[nodes]]
+    order = np.argsort(slots, kind="stable")
+    nodes, slots = nodes[order], slots[order]
+    single_parent = level.M.shape[1] == 1
+    slot_list, rows = [], []
+    for part in np.split(np.arange(nodes.size), np.flatnonzero(np.diff(slots)) + 1):
+        if part.size == 0:
+            continue
+        n_groups = -(-part.size // kernels.LANES)
+        if single_parent:
+            n_groups = max(n_groups, min(part.size, 2))
+        for members in np.array_split(part, n_groups):
+            row = np.full(kernels.LANES, -1, dtype=np.int64)
+            row[: members.size] = nodes[members]
+            rows.append(row)
+            slot_list.append(slots[members[0]])
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, kernels.LANES), dtype=np.int64)
+    return np.array(slot_list, dtype=np.int64), np.stack(rows)
+
+
 def _train_batch(
     level: _Level, parents: np.ndarray, params: tuple, progress: RateLog
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -223,31 +255,33 @@ def _train_batch(
     row_start, indptr, n_local = local[0], local[2], local[7]
     slot_of_parent = np.full(level.M.shape[1], -1, dtype=np.int64)
     slot_of_parent[parents] = np.arange(parents.size)
-    nodes = np.flatnonzero(slot_of_parent[level.parent] >= 0)
-    slots = slot_of_parent[level.parent[nodes]]
+    slots, nodes = _groups(level, slot_of_parent)
+    lanes = np.count_nonzero(nodes >= 0, axis=1)
     # Largest problems first, so the dynamic schedule balances the threads.
-    work = (indptr[row_start[1:]] - indptr[row_start[:-1]])[slots]
+    work = (indptr[row_start[1:]] - indptr[row_start[:-1]])[slots] * lanes
     order = np.argsort(-work, kind="stable")
-    nodes, slots, work = nodes[order], slots[order], work[order]
+    slots, nodes, lanes, work = slots[order], nodes[order], lanes[order], work[order]
     labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
-    # Each node gets n_local + 1 output slots (its weights before pruning): solve the nodes in
-    # chunks of about CHUNK_SLOTS slots, so a parent with many children and a large feature
+    # Each node gets n_local + 1 output slots (its weights before pruning): solve the groups
+    # in chunks of about CHUNK_SLOTS slots, so a parent with many children and a large feature
     # set does not need them all at once; pruned weights are compacted after every chunk.
-    size = n_local[slots] + 1
+    size = (n_local[slots] + 1) * lanes
     chunk_id = _offsets(size)[:-1] // CHUNK_SLOTS
-    bounds = np.flatnonzero(np.diff(chunk_id)) + 1
     results = []
-    for chunk in np.split(np.arange(nodes.size), bounds):
-        start = _offsets(size[chunk])
+    for chunk in np.split(np.arange(slots.size), np.flatnonzero(np.diff(chunk_id)) + 1):
+        member = nodes[chunk] >= 0
+        per_lane = np.where(member, (n_local[slots[chunk]] + 1)[:, None], 0)
+        start = _offsets(per_lane.ravel())
+        out_start = start[:-1].reshape(per_lane.shape)
         out_idx = np.empty(start[-1], dtype=np.int32)
         out_val = np.empty(start[-1], dtype=np.float32)
-        counts = np.zeros(chunk.size, dtype=np.int64)
-        jobs = (nodes[chunk], slots[chunk], start[:-1])
+        counts = np.zeros(per_lane.shape, dtype=np.int64)
+        groups = (slots[chunk], parents[slots[chunk]], nodes[chunk], out_start)
         with numba.parallel_chunksize(1):
-            kernels.solve_jobs(jobs, local, labels, params, out_idx, out_val, counts)
-        keep = _segments(start[:-1], counts)
-        results.append((nodes[chunk], counts, out_idx[keep], out_val[keep]))
-        progress.update(chunk.size, work=int(work[chunk].sum()))
+            kernels.solve_groups(groups, local, labels, params, out_idx, out_val, counts)
+        keep = _segments(out_start[member], counts[member])
+        results.append((nodes[chunk][member], counts[member], out_idx[keep], out_val[keep]))
+        progress.update(int(lanes[chunk].sum()), work=int(work[chunk].sum()))
     joined = [np.concatenate(parts) for parts in zip(*results, strict=True)]
     return joined[0], joined[1], joined[2], joined[3]
 
