@@ -45,6 +45,25 @@ def test_pifa_label_without_documents_is_zero_row() -> None:
     assert z.shape == (3, 4) and not z[2].any()
 
 
+def test_pifa_equals_the_matrix_formula_on_many_chunks() -> None:
+    # 300 documents, 90 labels, unsorted duplicate entries in X: more rows than kernel chunks
+    rng = np.random.default_rng(0)
+    x = sp.random(300, 50, density=0.1, random_state=0, format="coo", dtype=np.float32)
+    x = sp.csr_matrix((np.r_[x.data, x.data[:20]], (np.r_[x.row, x.row[:20]],
+                       np.r_[x.col, x.col[:20]])), shape=x.shape)  # fmt: skip
+    y = sp.csr_matrix((rng.random((300, 90)) < 0.05).astype(np.float32))
+    dense = x.toarray().astype(np.float64)
+    norms = np.linalg.norm(dense, axis=1, keepdims=True)
+    sums = y.T.toarray() @ (dense / np.where(norms > 0, norms, 1.0))
+    partial = pifa_partial(x, y)
+    assert partial.has_sorted_indices and partial.dtype == np.float64
+    np.testing.assert_allclose(partial.toarray(), sums, rtol=1e-12, atol=1e-12)
+    lengths = np.linalg.norm(sums, axis=1, keepdims=True)
+    z = pifa([partial])
+    assert z.dtype == np.float32 and z.has_sorted_indices
+    np.testing.assert_allclose(z.toarray(), sums / np.where(lengths > 0, lengths, 1.0), atol=1e-7)
+
+
 def test_pifa_rejects_misaligned_inputs() -> None:
     with pytest.raises(ValueError, match="rows"):
         pifa_partial(X, Y[:2])
