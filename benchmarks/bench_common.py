@@ -174,10 +174,17 @@ def kill_tree(proc: psutil.Process) -> None:
             p.kill()
 
 
-def measure(cmd: list[str], log: Path, timeout_s: float) -> dict[str, Any]:
-    """Run ``cmd``, sampling its tree's RSS every SAMPLE_S; kill it after ``timeout_s``."""
+def measure(
+    cmd: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``cmd`` (with ``env`` added to the environment), sampling its tree's RSS every
+    SAMPLE_S; kill it after ``timeout_s``."""
     peak, n, t0 = 0, 0, time.perf_counter()
-    with open(log, "w") as fh, subprocess.Popen(cmd, stdout=fh, stderr=fh, cwd=REPO) as child:
+    full_env = {**os.environ, **(env or {})}
+    with (
+        open(log, "w") as fh,
+        subprocess.Popen(cmd, stdout=fh, stderr=fh, cwd=REPO, env=full_env) as child,
+    ):
         proc, tree, status = psutil.Process(child.pid), [], "ok"
         while child.poll() is None:
             if time.perf_counter() - t0 > timeout_s:
@@ -209,14 +216,18 @@ def score(workdir: Path, pred_path: Path) -> dict[str, Any]:
     return {"metrics": metrics, "pred_nnz_per_doc": pred.nnz / pred.shape[0]}
 
 
-def run_once(method: str, python: str, workdir: Path, timeout_s: float) -> dict[str, Any]:
-    """One ``peer_runner.py`` subprocess run: timings, peak RSS, model size and all metrics."""
+def run_once(
+    method: str, python: str, workdir: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One ``peer_runner.py`` subprocess run (``env`` added to its environment): timings, peak
+    RSS, model size and all metrics."""
     outdir = workdir / f"out-{method}"
     shutil.rmtree(outdir, ignore_errors=True)
     outdir.mkdir()
     log = workdir / f"{method}.log"
     run: dict[str, Any] = {"load_avg_before": os.getloadavg(), "xmc_core_digest": xmc_digest()}
-    run |= measure([python, str(PEER_RUNNER), method, str(workdir), str(outdir)], log, timeout_s)
+    cmd = [python, str(PEER_RUNNER), method, str(workdir), str(outdir)]
+    run |= measure(cmd, log, timeout_s, env)
     run["load_avg_after"] = os.getloadavg()
     if run["status"] != "ok":
         run["log_tail"] = log.read_text(errors="replace")[-3000:]
