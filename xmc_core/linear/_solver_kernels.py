@@ -112,27 +112,17 @@ def _group_examples(
 
 
 @njit(cache=True)
-def _emit(
-    W: Array, c: int, feat_map: Array, fs: int, bias: float, threshold: float,
-    n_features: int, out_idx: Array, out_val: Array, start: int,
-) -> int:  # fmt: skip
-    """Write lane c's weights with |w| >= threshold (and w != 0) from ``start``; return
-    their count. Local feature k maps to global row ``feat_map[fs + k]``; the bias weight (the
-    last row of W) to ``n_features``."""
-    d = W.shape[0] - 1
-    pos = start
-    for k in range(d):
-        v = W[k, c]
-        if v != 0.0 and abs(v) >= threshold:
-            out_idx[pos] = feat_map[fs + k]
-            out_val[pos] = v
-            pos += 1
-    v = W[d, c]
-    if bias > 0.0 and v != 0.0 and abs(v) >= threshold:
-        out_idx[pos] = n_features
-        out_val[pos] = v
-        pos += 1
-    return pos - start
+def group_width(size: int) -> int:
+    """Lanes of a group of ``size`` nodes: groups of more than 8 are padded to ``LANES`` (the
+    lane loops vectorize best at a full width)."""
+    return size if size <= 8 else LANES
+
+
+@njit(cache=True)
+def _group_weights(weights: Array, start: int, n_rows: int, size: int) -> Array:
+    """The (n_rows, width) float32 weight matrix of a group, a view into ``weights``."""
+    width = group_width(size)
+    return weights[start : start + n_rows * width].reshape((n_rows, width))
 
 
 @njit(cache=True, parallel=True)
@@ -141,41 +131,71 @@ def solve_groups(
     local: tuple[Array, ...],
     labels: tuple[Array, ...],
     params: tuple[int, int, int, int, float, float, float, float, float],
-    out_idx: Array,
-    out_val: Array,
-    out_count: Array,
+    weights: Array,
 ) -> None:
     """Train groups of sibling nodes of a batch of parents, in parallel over groups.
 
-    ``groups`` = (slot, parent, nodes, out_start): slot int64 (G,) the parent slot of each
+    ``groups`` = (slot, parent, nodes, w_start): slot int64 (G,) the parent slot of each
     group, parent int64 (G,) the parent's id (it seeds the rows' visiting order, so every
     child of a parent sees the same order whatever its group); nodes int64 (G, LANES) its
-    node ids, -1 past its size; out_start int64 (G, LANES) where each lane's output goes.
-    ``local`` = (row_start, docs, indptr, idx, val, sqnorm, feat_start, n_local, feat_map)
-    from :func:`gather_parents`; ``labels`` = csc arrays of Y then R; ``params`` = (loss,
-    max_iter, seed, n_features, cp, cn, eps, bias, threshold).
-    Lane c of group g writes ``out_count[g, c]`` (global row, value) pairs into
-    ``out_idx``/``out_val`` from ``out_start[g, c]``. Groups of more than 8 nodes are padded
-    to 16 lanes: the lane loops vectorize best at a full width.
+    node ids, -1 past its size; w_start int64 (G,) where its weights start in ``weights``
+    (float32, zeros on entry): (n_local + 1) x :func:`group_width` of them, a row per local
+    feature and the bias row last. ``local`` = (row_start, docs, indptr, idx, val, sqnorm,
+    feat_start, n_local, feat_map) from :func:`gather_parents`; ``labels`` = csc arrays of Y
+    then R; ``params`` = (loss, max_iter, seed, n_features, cp, cn, eps, bias, threshold).
     """
-    slot, parent, nodes, out_start = groups
-    row_start, docs, indptr, idx, val, sqnorm, feat_start, n_local, feat_map = local
-    loss, max_iter, seed, n_features, cp, cn, eps, bias, threshold = params
+    slot, parent, nodes, w_start = groups
+    row_start, docs, indptr, idx, val, sqnorm, _, n_local, _ = local
+    loss, max_iter, seed, _, cp, cn, eps, bias, _ = params
     data = (indptr, idx, val, sqnorm)
     for g in prange(slot.size):
         b = slot[g]
         size = np.count_nonzero(nodes[g] >= 0)
-        width = size if size <= 8 else max(size, 16)
+        W = _group_weights(weights, w_start[g], n_local[b] + 1, size)
         r0, r1 = row_start[b], row_start[b + 1]
-        y, cost = _group_examples(docs, r0, r1, nodes[g, :size], labels, cp, cn, width)
-        W = np.zeros((n_local[b] + 1, width), dtype=np.float32)
+        y, cost = _group_examples(docs, r0, r1, nodes[g, :size], labels, cp, cn, W.shape[1])
         state = _dual_cd.seed_state(seed, parent[g])
         if loss == LOGISTIC:
             _dual_cd.logistic(data, r0, y, cost, bias, W, max_iter, eps, state)
         else:
             _dual_cd.l2_svm(data, r0, y, cost, bias, W, max_iter, eps, state)
+
+
+@njit(cache=True, parallel=True)
+def kept_weights(
+    groups: tuple[Array, Array, Array, Array],
+    local: tuple[Array, ...],
+    params: tuple[int, int, int, int, float, float, float, float, float],
+    weights: Array,
+    out_start: Array,
+    out_idx: Array,
+    out_val: Array,
+    out_count: Array,
+) -> None:
+    """The weights each node keeps (|w| >= threshold, w != 0), after :func:`solve_groups`.
+
+    With ``out_idx`` empty, only counts them: ``out_count`` int64 (G, LANES). Otherwise
+    writes lane c of group g from ``out_start[g, c]``: global rows (local feature k is
+    ``feat_map[feat_start + k]``, the bias row ``n_features``) and values.
+    """
+    slot, _, nodes, w_start = groups
+    feat_start, n_local, feat_map = local[6], local[7], local[8]
+    n_features, bias, threshold = params[3], params[7], params[8]
+    write = out_idx.size > 0
+    for g in prange(slot.size):
+        b = slot[g]
+        size = np.count_nonzero(nodes[g] >= 0)
+        W = _group_weights(weights, w_start[g], n_local[b] + 1, size)
+        d = W.shape[0] - 1
         for c in range(size):
-            out_count[g, c] = _emit(
-                W, c, feat_map, feat_start[b], bias, threshold, n_features,
-                out_idx, out_val, out_start[g, c],
-            )  # fmt: skip
+            pos = out_start[g, c] if write else 0
+            for k in range(d + 1):
+                v = W[k, c]
+                if v == 0.0 or abs(v) < threshold or (k == d and bias <= 0.0):
+                    continue
+                if write:
+                    out_idx[pos] = feat_map[feat_start[b] + k] if k < d else n_features
+                    out_val[pos] = v
+                pos += 1
+            if not write:
+                out_count[g, c] = pos

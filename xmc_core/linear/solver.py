@@ -262,28 +262,45 @@ def _train_batch(
     order = np.argsort(-work, kind="stable")
     slots, nodes, lanes, work = slots[order], nodes[order], lanes[order], work[order]
     labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
-    # Each node gets n_local + 1 output slots (its weights before pruning): solve the groups
-    # in chunks of about CHUNK_SLOTS slots, so a parent with many children and a large feature
-    # set does not need them all at once; pruned weights are compacted after every chunk.
-    size = (n_local[slots] + 1) * lanes
+    # Each group's weights are (n_local + 1) x width float32 before pruning: solve the groups in
+    # chunks of about CHUNK_SLOTS of them, so a parent with many children and a large feature
+    # set does not need them all at once; the kept weights are copied out after every chunk.
+    width = np.where(lanes <= 8, lanes, kernels.LANES)
+    size = (n_local[slots] + 1) * width
     chunk_id = _offsets(size)[:-1] // CHUNK_SLOTS
     results = []
     for chunk in np.split(np.arange(slots.size), np.flatnonzero(np.diff(chunk_id)) + 1):
-        member = nodes[chunk] >= 0
-        per_lane = np.where(member, (n_local[slots[chunk]] + 1)[:, None], 0)
-        start = _offsets(per_lane.ravel())
-        out_start = start[:-1].reshape(per_lane.shape)
-        out_idx = np.empty(start[-1], dtype=np.int32)
-        out_val = np.empty(start[-1], dtype=np.float32)
-        counts = np.zeros(per_lane.shape, dtype=np.int64)
-        groups = (slots[chunk], parents[slots[chunk]], nodes[chunk], out_start)
+        w_start = _offsets(size[chunk])
+        weights = np.zeros(w_start[-1], dtype=np.float32)
+        groups = (slots[chunk], parents[slots[chunk]], nodes[chunk], w_start[:-1])
         with numba.parallel_chunksize(1):
-            kernels.solve_groups(groups, local, labels, params, out_idx, out_val, counts)
-        keep = _segments(out_start[member], counts[member])
-        results.append((nodes[chunk][member], counts[member], out_idx[keep], out_val[keep]))
+            kernels.solve_groups(groups, local, labels, params, weights)
+        results.append(_kept(groups, local, params, weights))
         progress.update(int(lanes[chunk].sum()), work=int(work[chunk].sum()))
     joined = [np.concatenate(parts) for parts in zip(*results, strict=True)]
     return joined[0], joined[1], joined[2], joined[3]
+
+
+def _kept(
+    groups: tuple[np.ndarray, ...],
+    local: tuple[np.ndarray, ...],
+    params: tuple,
+    weights: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(nodes, counts, rows, values) of the weights the solved ``groups`` keep."""
+    nodes = groups[2]
+    member = nodes >= 0
+    counts = np.zeros(nodes.shape, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int32)
+    kernels.kept_weights(
+        groups, local, params, weights, counts, none, none.view(np.float32), counts
+    )
+    start = _offsets(counts.ravel())
+    out_idx = np.empty(start[-1], dtype=np.int32)
+    out_val = np.empty(start[-1], dtype=np.float32)
+    out_start = start[:-1].reshape(counts.shape)
+    kernels.kept_weights(groups, local, params, weights, out_start, out_idx, out_val, counts)
+    return nodes[member], counts[member], out_idx, out_val
 
 
 def _assemble(pieces: list[tuple[np.ndarray, ...]], n_rows: int, n_nodes: int) -> sp.csc_matrix:
