@@ -31,6 +31,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -98,11 +99,12 @@ def in_process(X: sp.csr_matrix, problems: list[Problem], cfg: XmcConfig) -> lis
         start = time.perf_counter()
         job = plan_level(X, targets, C, M, cfg.ranker)
         plan_s = time.perf_counter() - start
-        pieces, batch_s = [], []
+        pieces, batch_s, cpu_s = [], [], []
         for parents in job.batches:
-            begin = time.perf_counter()
+            begin, cpu = time.perf_counter(), time.process_time()
             pieces.append(job.train(parents))
             batch_s.append(time.perf_counter() - begin)
+            cpu_s.append(time.process_time() - cpu)
         begin = time.perf_counter()
         W = job.assemble(pieces)
         assemble_s = time.perf_counter() - begin
@@ -112,7 +114,8 @@ def in_process(X: sp.csr_matrix, problems: list[Problem], cfg: XmcConfig) -> lis
                 "docs_in_parents": int(M.nnz), "batches": len(job.batches),
                 "block_entries": int(job.parent_entries.sum()),
                 "total_work": job.total_work, "plan_s": plan_s, "batch_s": batch_s,
-                "assemble_s": assemble_s, "wall_s": time.perf_counter() - start,
+                "batch_cpu_s": cpu_s, "assemble_s": assemble_s,
+                "wall_s": time.perf_counter() - start,
                 "W_nnz": int(W.nnz), "W": W, **job_bytes(job),
             }
         )  # fmt: skip
@@ -160,18 +163,22 @@ def on_cluster(
 
 
 def model_inputs(here: list[dict], one_worker: dict, stats: dict) -> list[dict[str, Any]]:
-    """Per measured level, what the simulation reads (the 1-worker task times)."""
+    """Per measured level, what the simulation reads: the 1-worker tasks' CPU seconds (their
+    wall seconds in results written before CPU time was recorded)."""
     out = []
     for h, d in zip(here, one_worker["levels"], strict=True):
         tasks = d["tasks"]
-        task_s = sum(task["s"] for task in tasks)
+        cpu = [task.get("cpu_s", task["s"]) for task in tasks]
         result = sum(task["result_bytes"] for task in tasks)
+        big = tasks[int(np.argmax(cpu))]
+        time_share, work_share = max(cpu) / sum(cpu), big["work"] / max(d["total_work"], 1)
         out.append(
             {
                 "level": h["level"], "parents": h["parents"], "nodes": h["nodes"],
                 "docs": h["docs"], "block_entries": h["block_entries"], "batches": h["batches"],
                 "nnz": stats["nnz_train"], "n_features": stats["n_features"],
-                "s_per_work": task_s / max(d["total_work"], 1),
+                "s_per_work": sum(cpu) / max(d["total_work"], 1), "max_task_s": max(cpu),
+                "max_task_nodes": big["nodes"], "skew": time_share / max(work_share, 1e-12),
                 "weights_per_node": h["W_nnz"] / h["nodes"],
                 "bytes_per_weight": result / max(h["W_nnz"], 1), "result_bytes": result,
                 "x_bytes": h["x_bytes"], "label_bytes": h["label_bytes"],
@@ -196,23 +203,27 @@ def spread(times: list[float]) -> str:
 
 def measured_table(here: list[dict], runs: list[dict]) -> list[str]:
     """The measured figures as markdown lines."""
-    heads = " | ".join(f"{r['workers']} worker(s) s" for r in runs)
+    names = [f"{r['workers']}w" for r in runs]
     lines = [
-        f"| level | nodes | batches | in-process s | {heads} | shipped MB (per worker) "
-        "| returned MB | task s, min / median / max (" + ", ".join(
-            f"{r['workers']}w" for r in runs) + ") |",
-        "|---:|---:|---:|---:|" + "---:|" * len(runs) + "---:|---:|---|",
+        f"| level | nodes | batches | tasks ({', '.join(names)}) | in-process s | "
+        + " | ".join(f"{n} s" for n in names)
+        + " | shipped MB (per worker) | returned MB | task s, min / median / max ("
+        + ", ".join(names) + ") | task CPU s, sum (" + ", ".join(names) + ") |",
+        "|---:|---:|---:|---:|---:|" + "---:|" * len(runs) + "---:|---:|---|---|",
     ]  # fmt: skip
     for t, h in enumerate(here):
-        walls = " | ".join(f"{r['levels'][t]['wall_s']:.2f}" for r in runs)
-        tasks = "; ".join(spread([x["s"] for x in r["levels"][t]["tasks"]]) for r in runs)
-        returned = sum(x["result_bytes"] for x in runs[0]["levels"][t]["tasks"])
+        levels = [r["levels"][t] for r in runs]
+        tasks = "; ".join(spread([x["s"] for x in lv["tasks"]]) for lv in levels)
+        cpu = ", ".join(f"{sum(x.get('cpu_s', 0.0) for x in lv['tasks']):.1f}" for lv in levels)
         lines.append(
-            f"| {t} | {h['nodes']:,} | {h['batches']} | {h['wall_s']:.2f} | {walls} "
-            f"| {h['shipped_bytes'] / 1e6:.1f} | {returned / 1e6:.1f} | {tasks} |"
+            f"| {t} | {h['nodes']:,} | {h['batches']} "
+            f"| {', '.join(str(len(lv['tasks'])) for lv in levels)} | {h['wall_s']:.2f} | "
+            + " | ".join(f"{lv['wall_s']:.2f}" for lv in levels)
+            + f" | {h['shipped_bytes'] / 1e6:.1f} "
+            f"| {sum(x['result_bytes'] for x in levels[0]['tasks']) / 1e6:.1f} | {tasks} | {cpu} |"
         )
     totals = " | ".join(f"**{sum(lv['wall_s'] for lv in r['levels']):.2f}**" for r in runs)
-    lines.append(f"| all | | | **{sum(h['wall_s'] for h in here):.2f}** | {totals} | | | |")
+    lines.append(f"| all | | | | **{sum(h['wall_s'] for h in here):.2f}** | {totals} | | | | |")
     return lines
 
 
@@ -227,45 +238,82 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target-docs", type=int, default=1_000_000)
     p.add_argument("--bandwidth-gbps", type=float, default=10.0, help="simulated network")
     p.add_argument("--slots", type=int, default=1, help="simulated task slots per machine")
+    p.add_argument("--from-results", type=Path, help="redo only the simulation from this file")
     p.add_argument(
         "--out", type=Path, default=REPO / f"benchmarks/results/dask-ranker-{today}.json"
     )
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every measured figure (see the module's docstring), with the machine's load."""
     cfg = XmcConfig()
     X, Y, stats = load_features(args)
     problems, tree = level_inputs(X, Y, cfg)
+    load = [os.getloadavg()[0]]
     here = in_process(X, problems, cfg)
-    runs = [on_cluster(X, problems, cfg, int(n), here) for n in args.workers.split(",")]
-    one = next(r for r in runs if r["workers"] == 1)
+    load.append(os.getloadavg()[0])
+    runs = []
+    for n in args.workers.split(","):
+        runs.append(on_cluster(X, problems, cfg, int(n), here))
+        load.append(os.getloadavg()[0])
+    return {
+        "dataset": stats | {"name": args.dataset.name, "labels_per_doc": Y.nnz / Y.shape[0]},
+        "tree": tree, "numba_threads_in_process": numba.get_num_threads(),
+        "in_process": [{k: v for k, v in h.items() if k != "W"} for h in here], "dask": runs,
+        "all_identical": all(lv["identical_to_in_process"] for r in runs for lv in r["levels"]),
+        "load_average_1min": load, "machine": bench_common.machine_basics(),
+        "git": bench_common.git_state(),
+    }  # fmt: skip
+
+
+def with_simulation(result: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """``result`` with the simulation made from its 1-worker run (see dask_ranker_model)."""
+    one = next(r for r in result["dask"] if r["workers"] == 1)
     target = {
         "labels": args.target_labels, "docs": args.target_docs,
-        "labels_per_doc": float(Y.nnz / Y.shape[0]), "tree": cfg.tree.model_dump(),
-        "batch_entries": solver.BATCH_ENTRIES, "bandwidth_gbps": args.bandwidth_gbps,
-        "slots": args.slots, "overhead_per_task_s": overhead_per_task(one),
+        "labels_per_doc": result["dataset"]["labels_per_doc"],
+        "tree": XmcConfig().tree.model_dump(), "batch_entries": solver.BATCH_ENTRIES,
+        "bandwidth_gbps": args.bandwidth_gbps, "slots": args.slots,
+        "tasks_per_slot": DaskBatchMapper.tasks_per_slot,
+        "overhead_per_task_s": overhead_per_task(one),
     }  # fmt: skip
-    measured = model_inputs(here, one, stats)
-    sim = simulate(measured, target, [int(n) for n in args.machines.split(",")])
-    identical = all(lv["identical_to_in_process"] for r in runs for lv in r["levels"])
-    result = {
-        "dataset": stats, "tree": tree, "numba_threads_in_process": numba.get_num_threads(),
-        "in_process": [{k: v for k, v in h.items() if k != "W"} for h in here],
-        "dask": runs, "all_identical": identical, "model_inputs": measured, "simulation": sim,
-        "machine": bench_common.machine_basics(), "git": bench_common.git_state(),
-    }  # fmt: skip
+    measured = model_inputs(result["in_process"], one, result["dataset"])
+    machines = [int(n) for n in args.machines.split(",")]
+    return result | {"model_inputs": measured, "simulation": simulate(measured, target, machines)}
+
+
+def summary(result: dict[str, Any], out: Path) -> list[str]:
+    """The markdown summary of a results file."""
+    stats, runs = result["dataset"], result["dask"]
+    load = ", ".join(f"{x:.1f}" for x in result.get("load_average_1min", []))
+    return [
+        f"## XR-Linear levels on Dask: {stats['name']} ({stats['n_train']:,} docs, "
+        f"{stats['n_labels']:,} labels, levels {result['tree']['level_sizes']})", "",
+        *measured_table(result["in_process"], runs), "",
+        f"W identical in every run: {result['all_identical']}; in-process numba threads: "
+        f"{result['numba_threads_in_process']}; 1-min load average before/after each: {load}",
+        "", *simulation_table(result["simulation"]), "", f"results: {out}",
+    ]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.from_results:  # only the simulation again, from measured figures
+        result = json.loads(args.from_results.read_text())
+        result["dataset"].setdefault("name", args.dataset.name)
+        result["dataset"].setdefault(
+            "labels_per_doc", result["simulation"]["target"]["labels_per_doc"]
+        )
+    else:
+        result = measure(args)
+    result = with_simulation(result, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
     tmp.replace(args.out)
-    lines = [f"## XR-Linear levels on Dask: {args.dataset.name} ({X.shape[0]:,} docs, "
-             f"{Y.shape[1]:,} labels, levels {tree['level_sizes']})", "",
-             *measured_table(here, runs), "", f"W identical in every run: {identical}", "",
-             *simulation_table(sim), "", f"results: {args.out}"]  # fmt: skip
-    print("\n".join(lines))
-    return 0 if identical else 1
+    print("\n".join(summary(result, args.out)))
+    return 0 if result["all_identical"] else 1
 
 
 if __name__ == "__main__":

@@ -71,6 +71,9 @@ def test_a_level_on_two_workers_equals_one_process(
         )
     record = mapper.records[-1]
     assert record["batches"] == 4 and record["workers"] == 2 and record["nodes"] == 12
+    # each parent (3 nodes) holds about a quarter of the work, above 1/8 (4 tasks per worker):
+    # cut into chunks of its nodes
+    assert 8 <= record["tasks_n"] <= 12 and all(t["node_chunk"] for t in record["tasks"])
     assert sum(t["nodes"] for t in record["tasks"]) == 12
     assert record["shipped_bytes"] > X.data.nbytes + X.indices.nbytes
     assert all(t["result_bytes"] > 0 and t["s"] > 0 for t in record["tasks"])
@@ -125,16 +128,17 @@ def test_the_job_is_shipped_once_per_worker_not_per_task(
     mapper = DaskBatchMapper(client=client)
     pieces = mapper(job, RateLog(logging.getLogger(__name__), "level", total=job.n_nodes))
     after = client.run(_unpickled_here)
-    # each worker deserialized the job exactly once, however many of the 8 tasks it ran
+    # each worker deserialized the job exactly once, however many of the tasks it ran
     assert {w: after[w] - before[w] for w in after} == {w: 1 for w in after}
     ran = [t["worker"] for t in mapper.records[-1]["tasks"]]
-    assert len(ran) == 8 and max(ran.count(w) for w in after) >= 4
+    assert len(ran) >= 8 and max(ran.count(w) for w in after) >= 4
     _same(job.assemble(pieces), job.assemble(in_process(job, RateLog(solver.log, "", 0))))
     # the counter does see per-task shipping: the job given to each task deserializes per task
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # dask warns about a large object in the task graph
         futures = [
-            client.submit(train_ranker_batch, job, b, 1, pure=False) for b in job.batches[:3]
+            client.submit(train_ranker_batch, job, (b, None), 1, pure=False)
+            for b in job.batches[:3]
         ]
         client.gather(futures)
     assert sum(client.run(_unpickled_here).values()) - sum(after.values()) == 3

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 Pieces = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """What a batch returns: (nodes, counts, rows, values), see ``LevelJob.train``."""
+Task = tuple[np.ndarray, np.ndarray | None]
+"""One piece of a level's work: (parents, nodes): every child of ``parents`` when ``nodes`` is
+None, else only ``nodes`` (``LevelJob.train(parents, nodes=nodes)``)."""
 
 
 class BatchMapper(Protocol):
@@ -35,6 +38,46 @@ class BatchMapper(Protocol):
 def in_process(job: LevelJob, progress: RateLog) -> list[Pieces]:
     """The batches one after the other in this process (progress counted per node chunk)."""
     return [job.train(parents, progress) for parents in job.batches]
+
+
+def split_batches(job: LevelJob, max_work: int) -> list[Task]:
+    """``job``'s batches as tasks of at most about ``max_work`` work where they can be cut:
+    a heavier batch is cut into runs of its parents, a heavier parent into chunks of its
+    children (a node, the unit, is never cut). A node's work is its parent's block entries."""
+    children = np.split(
+        np.argsort(job.level.parent, kind="stable"),
+        np.cumsum(np.bincount(job.level.parent, minlength=job.parent_entries.size)),
+    )
+    tasks: list[Task] = []
+    for batch in job.batches:
+        if job.batch_size(batch)[1] <= max_work:
+            tasks.append((batch, None))
+            continue
+        run: list[int] = []
+        used = 0
+        for p in batch.tolist():
+            kids, per_node = children[p], max(int(job.parent_entries[p]), 1)
+            if kids.size * per_node > max_work:  # a heavy parent: chunks of its children
+                n_chunks = min(kids.size, -(-kids.size * per_node // max_work))
+                parents = np.array([p], dtype=np.int64)
+                tasks += [(parents, chunk) for chunk in np.array_split(kids, n_chunks)]
+                continue
+            if run and used + kids.size * per_node > max_work:
+                tasks.append((np.array(run, dtype=np.int64), None))
+                run, used = [], 0
+            run.append(p)
+            used += kids.size * per_node
+        if run:
+            tasks.append((np.array(run, dtype=np.int64), None))
+    return tasks
+
+
+def task_size(job: LevelJob, task: Task) -> tuple[int, int]:
+    """(nodes, work) of a task, as ``LevelJob.batch_size`` counts a batch."""
+    parents, nodes = task
+    if nodes is None:
+        return job.batch_size(parents)
+    return int(nodes.size), int(job.parent_entries[job.level.parent[nodes]].sum())
 
 
 _MAPPER: ContextVar[BatchMapper | None] = ContextVar("xmc_batch_mapper", default=None)

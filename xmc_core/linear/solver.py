@@ -24,6 +24,7 @@ trains them in this process or elsewhere (a Dask cluster: ``tasks/dask_ranker.py
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -88,13 +89,20 @@ class LevelJob:
         children = np.bincount(self.level.parent, minlength=self.parent_entries.size)[parents]
         return int(children.sum()), int((children * self.parent_entries[parents]).sum())
 
-    def train(self, parents: np.ndarray, progress: RateLog | None = None) -> Pieces:
-        """Train the children of ``parents`` (one batch); returns their (nodes, counts, rows,
+    def train(
+        self,
+        parents: np.ndarray,
+        progress: RateLog | None = None,
+        nodes: np.ndarray | None = None,
+    ) -> Pieces:
+        """Train the children of ``parents`` (a batch), or only ``nodes`` among them (node ids of
+        the level: a chunk of a large parent's children); returns their (nodes, counts, rows,
         values): node ids, weights kept per node, then the rows and values of those weights,
         node after node. Counts the nodes solved into ``progress`` when given."""
         if progress is None:  # a log that never speaks
             progress = RateLog(log, "", total=0, every_s=math.inf)
-        return _train_batch(self.level, parents, self.params, progress)
+        level = self.level if nodes is None else _only(self.level, nodes)
+        return _train_batch(level, parents, self.params, progress)
 
     def assemble(self, pieces: list[Pieces]) -> sp.csc_matrix:
         """W: csc (n_features + 1, K) from the pieces of the batches (in any order)."""
@@ -162,6 +170,18 @@ def plan_level(
     )
     batches = _plan_batches(level)
     return LevelJob(level, params, batches, _parent_entries(level), n_features + 1)
+
+
+def _only(level: _Level, nodes: np.ndarray) -> _Level:
+    """``level`` with every node but ``nodes`` moved under an extra parent that no document
+    joins, so a batch solves only ``nodes`` of its parents' children; node ids (hence their
+    random streams and results) stay."""
+    n_docs, n_parents = level.M.shape
+    parent = np.full_like(level.parent, n_parents)
+    parent[nodes] = level.parent[nodes]
+    indptr = np.append(level.M.indptr, level.M.indptr[-1])
+    M = sp.csc_matrix((level.M.data, level.M.indices, indptr), shape=(n_docs, n_parents + 1))
+    return dataclasses.replace(level, M=_int64_csc(M), parent=parent)
 
 
 def _validate(
