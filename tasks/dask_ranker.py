@@ -1,4 +1,4 @@
-"""The per-level ranker training on a Dask cluster: each batch of a tree level is one Dask task.
+"""The per-level ranker training on a Dask cluster: each piece of a tree level is one Dask task.
 
 :class:`DaskBatchMapper` is a :class:`~xmc_core.linear.level_batches.BatchMapper`. For each level
 it ships the level's job (the training matrix X, the targets, the matching matrix: what

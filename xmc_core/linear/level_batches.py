@@ -4,7 +4,9 @@ A level's training is a :class:`~xmc_core.linear.solver.LevelJob`: independent b
 parents. A :class:`BatchMapper` trains every batch and returns their pieces; the default,
 :func:`in_process`, loops over them here (numba threads inside each batch). Another mapper (the
 Dask one in ``tasks/dask_ranker.py``) can be passed to ``train_level`` or set around any code
-that trains levels with :func:`use_mapper`; this package never imports a cluster library.
+that trains levels with :func:`use_mapper`; this package never imports a cluster library. A
+mapper may cut heavy batches into smaller tasks first (:func:`split_batches`: runs of parents,
+chunks of a parent's children); the weights do not change.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ None, else only ``nodes`` (``LevelJob.train(parents, nodes=nodes)``)."""
 
 
 class BatchMapper(Protocol):
-    """Trains every batch of ``job`` (``job.train(parents)`` for each of ``job.batches``),
-    counts the nodes done into ``progress`` (``progress.update(nodes, work)``, see
-    ``job.batch_size``) and returns the pieces of every batch, in any order."""
+    """Trains every node of ``job``'s batches (``job.train(parents)`` for each of
+    ``job.batches``, or ``job.train(parents, nodes=nodes)`` for each task of
+    :func:`split_batches`), counts the nodes done into ``progress``
+    (``progress.update(nodes, work)``, see :func:`task_size`) and returns the pieces, in any
+    order."""
 
     def __call__(self, job: LevelJob, progress: RateLog) -> list[Pieces]: ...
 
