@@ -16,8 +16,9 @@ The model, level by level (``tfn`` negatives: a document joins the parents of it
   time, so the contention of a busy machine does not count): one dedicated core per slot.
 - Skew: the measured level's largest task keeps its share (the head labels cover the same
   share of the documents at any size): its time grows with nnz and with the level's children
-  per parent, at most the level's compute. Its nodes take equal shares of it (one node: the
-  unit no schedule cuts). ``skew`` = its share of the level's time / its share of the work.
+  per parent, at most the level's compute. One of its nodes (the unit no schedule cuts) takes
+  its mean node time x the nnz growth (a node's block grows with the documents). ``skew`` =
+  the largest task's share of the level's time / its share of the work.
 - Two schedules. *Parents whole* (batches of parents only): a parent's block of more than
   ``batch_entries`` entries is a task of its own (P tasks), else the level is cut into
   batches of as many entries as the mapped level's batches held, at most P; the largest task
@@ -99,7 +100,7 @@ def project_level(
         "parents": parents, "nodes": nodes, "mapped_to_level": ref["level"],
         "parents_per_doc": entries / (first["nnz"] * nnz_ratio), "compute_s": compute_s,
         "parent_tasks": n_tasks, "largest_task_s": largest,
-        "node_s": largest / max(1.0, ref["max_task_nodes"] * children_ratio),
+        "node_s": min(largest, ref["max_task_s"] / ref["max_task_nodes"] * nnz_ratio),
         "skew": ref["skew"],
         "ship_bytes": ref["x_bytes"] * nnz_ratio + ref["label_bytes"] * target["docs"]
         / first["docs"],
