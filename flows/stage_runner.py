@@ -17,6 +17,7 @@ from typing import Any
 from prefect.futures import PrefectFuture
 
 from tasks.stage_task import stage_task
+from xmc_core.config import DaskConfig
 from xmc_core.stages.graph import Stage, map_calls
 
 
@@ -30,11 +31,19 @@ class Ref:
 
 class PrefectRunner:
     """Runs a graph as tasks of the current flow, writing under ``work_dir``;
-    ``result_storage``: the tasks' result storage (default: the flow's)."""
+    ``result_storage``: the tasks' result storage (default: the flow's); ``level_cluster``:
+    the config's ``dask`` section: with its ``address`` set, the tree levels of the stages run
+    in this process train their batches on that cluster (``tasks/dask_ranker.py``)."""
 
-    def __init__(self, work_dir: str | Path, result_storage: Any = None) -> None:
+    def __init__(
+        self,
+        work_dir: str | Path,
+        result_storage: Any = None,
+        level_cluster: DaskConfig | None = None,
+    ) -> None:
         self.work_dir = str(Path(work_dir).resolve())
         self.result_storage = result_storage
+        self.level_cluster = level_cluster if level_cluster and level_cluster.address else None
         self._loaded: dict[tuple[type, str], Any] = {}
 
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Ref:
@@ -44,7 +53,7 @@ class PrefectRunner:
         task = stage_task(stage).with_options(**options)
         if stage.on_dask:
             return Ref(stage.output, task.submit(_refs(args, lambda r: r.ref), self.work_dir))
-        return Ref(stage.output, task(_refs(args, self.path), self.work_dir))
+        return Ref(stage.output, task(_refs(args, self.path), self.work_dir, self.level_cluster))
 
     def map(
         self, stage: Stage, over: Mapping[str, Sequence[Any]], labels: Sequence[str], **args: Any

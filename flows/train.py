@@ -53,7 +53,7 @@ def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict
             cfg.data.synthetic_scale, cfg.data.synthetic_seed, cfg.data.rows_per_group, work
         )
     check_corpus(Corpus(corpus_dir), cfg)
-    run = PrefectRunner(work)
+    run = PrefectRunner(work, level_cluster=cfg.dask)  # levels on dask.address when set
     handles = train_graph(
         run, run.source(Corpus, corpus_dir), cfg,
         on_featurized=lambda feats: print(features_summary(run.paths(feats))),

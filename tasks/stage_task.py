@@ -6,6 +6,10 @@ folder. The key hashes the stage's code (module closure), its settings and the f
 its input folders; it is also the Prefect cache key, so an unchanged rerun reports Cached
 states, a changed setting recomputes only the stages that read it, and a run that failed at
 tree level 2 resumes at level 2.
+
+With ``level_cluster`` (the config's ``dask`` section, ``address`` set) the tree levels a stage
+trains run their batches on that Dask cluster (:mod:`tasks.dask_ranker`); the result, hence the
+key, is the same as in the flow's process.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from prefect import Task, get_run_logger, task
 from prefect.context import TaskRunContext
 
 from tasks.caching import TASK_OPTIONS
+from tasks.dask_ranker import ranker_cluster
+from xmc_core.config import DaskConfig
 from xmc_core.stages.graph import Stage, each
 from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage.fingerprint import path_fingerprint
@@ -31,14 +37,17 @@ def artifact_key(stage: Stage, args: dict[str, Any]) -> str:
 
 
 def stage_task(stage: Stage) -> Task[..., str]:
-    """The Prefect task of ``stage`` (one per stage; call it with ``(args, work_dir)``)."""
+    """The Prefect task of ``stage`` (one per stage; call it with ``(args, work_dir)``, and
+    ``level_cluster``: where its tree levels train, see the module)."""
     if stage.name not in _TASKS:
 
         def cache_key(_ctx: TaskRunContext, params: dict[str, Any]) -> str:
             return f"{stage.name}/{artifact_key(stage, params['args'])}/{RESULT_FILE}"
 
-        def run_stage(args: dict[str, Any], work_dir: str) -> str:
-            return execute(stage, args, work_dir)
+        def run_stage(
+            args: dict[str, Any], work_dir: str, level_cluster: DaskConfig | None = None
+        ) -> str:
+            return execute(stage, args, work_dir, level_cluster)
 
         run_stage.__qualname__ = run_stage.__name__ = stage.name.replace("-", "_")
         _TASKS[stage.name] = task(
@@ -47,8 +56,11 @@ def stage_task(stage: Stage) -> Task[..., str]:
     return _TASKS[stage.name]
 
 
-def execute(stage: Stage, args: dict[str, Any], work_dir: str) -> str:
-    """Run ``stage`` unless its artifact folder is complete; returns the folder."""
+def execute(
+    stage: Stage, args: dict[str, Any], work_dir: str, level_cluster: DaskConfig | None = None
+) -> str:
+    """Run ``stage`` unless its artifact folder is complete; returns the folder. Its tree
+    levels train on the Dask cluster of ``level_cluster`` when its ``address`` is set."""
     log = get_run_logger()
     store = ArtifactStore(work_dir)
     key = artifact_key(stage, args)
@@ -56,11 +68,13 @@ def execute(stage: Stage, args: dict[str, Any], work_dir: str) -> str:
         if tmp is not None:
             start = time.perf_counter()
             loaded = {name: _load(stage, name, value) for name, value in args.items()}
-            if stage.writes_folder:
-                stage.fn(**loaded, out=tmp)
-                output = stage.output.load(tmp) if stage.describe else None
-            else:
-                output = stage.fn(**loaded)
+            with ranker_cluster(level_cluster, log):
+                if stage.writes_folder:
+                    stage.fn(**loaded, out=tmp)
+                    output = stage.output.load(tmp) if stage.describe else None
+                else:
+                    output = stage.fn(**loaded)
+            if not stage.writes_folder:
                 output.save(tmp)
             if stage.describe is not None:
                 log.info(

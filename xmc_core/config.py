@@ -220,7 +220,9 @@ class DataConfig(Section):
 
 
 class DaskConfig(Section):
-    """Where partition tasks run: a local cluster, or an existing one at ``address``."""
+    """Where partition tasks run: a local cluster, or an existing one at ``address``; with
+    ``address`` set, the train flow's tree levels train there too (``tasks/dask_ranker.py``),
+    at most ``threads_per_worker`` solver threads per worker."""
 
     address: str | None = None
     n_workers: int = Field(2, ge=1)

@@ -19,12 +19,16 @@ as PECOS's) with |w| < cfg.threshold are pruned.
 Parents are processed in batches of bounded memory: each batch copies its parents' rows into
 local blocks with renumbered features, then solves groups of up to 16 sibling nodes in
 parallel (numba threads), each group in lockstep over its parent's rows (one pass over a row
-serves every sibling: :mod:`xmc_core.linear._dual_cd`).
+serves every sibling: :mod:`xmc_core.linear._dual_cd`). The batches are independent
+(:class:`LevelJob`): a mapper (:mod:`xmc_core.linear.level_batches`) trains them in this
+process or elsewhere (a Dask cluster: ``tasks/dask_ranker.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 
 import numba
@@ -33,6 +37,7 @@ import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
+from xmc_core.linear.level_batches import BatchMapper, Pieces, current_mapper
 from xmc_core.progress import RateLog
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,58 @@ class _Level:
     parent: np.ndarray  # (K,) int64
 
 
+@dataclass(frozen=True)
+class LevelJob:
+    """One level's training split into independent batches of parents (:func:`plan_level`).
+
+    A batch trains on its own (:meth:`train`, in any process: a job is arrays and numbers,
+    sent by value), :meth:`assemble` joins the pieces of every batch; neither where nor in
+    which order the batches ran changes the result (each node's random stream comes from
+    (seed, node)).
+    """
+
+    level: _Level  # the validated inputs (what a remote worker needs)
+    params: tuple  # the kernels' parameters
+    batches: list[np.ndarray]  # parents (int64) per batch
+    parent_entries: np.ndarray  # (P,) int64: entries of each parent's block (its work)
+    n_rows: int  # rows of W: n_features + 1
+
+    @property
+    def n_nodes(self) -> int:
+        """K, the nodes of the level (columns of W)."""
+        return int(self.level.parent.size)
+
+    @property
+    def total_work(self) -> int:
+        """The work of every node: the entries of its parent's block, summed."""
+        return int(self.parent_entries[self.level.parent].sum())
+
+    def batch_size(self, parents: np.ndarray) -> tuple[int, int]:
+        """(nodes, work) of a batch: the children of ``parents`` and the entries of their
+        parents' blocks, as :meth:`train` counts them into its progress."""
+        children = np.bincount(self.level.parent, minlength=self.parent_entries.size)[parents]
+        return int(children.sum()), int((children * self.parent_entries[parents]).sum())
+
+    def train(
+        self,
+        parents: np.ndarray,
+        progress: RateLog | None = None,
+        nodes: np.ndarray | None = None,
+    ) -> Pieces:
+        """Train the children of ``parents`` (a batch), or only ``nodes`` among them (node ids of
+        the level: a chunk of a large parent's children); returns their (nodes, counts, rows,
+        values): node ids, weights kept per node, then the rows and values of those weights,
+        node after node. Counts the nodes solved into ``progress`` when given."""
+        if progress is None:  # a log that never speaks
+            progress = RateLog(log, "", total=0, every_s=math.inf)
+        level = self.level if nodes is None else _only(self.level, nodes)
+        return _train_batch(level, parents, self.params, progress)
+
+    def assemble(self, pieces: list[Pieces]) -> sp.csc_matrix:
+        """W: csc (n_features + 1, K) from the pieces of the batches (in any order)."""
+        return _assemble(pieces, self.n_rows, self.n_nodes)
+
+
 def train_level(
     X: sp.csr_matrix,
     Y: sp.csr_matrix,
@@ -62,6 +119,7 @@ def train_level(
     cfg: RankerConfig,
     R: sp.csr_matrix | None = None,
     what: str = "rankers",
+    mapper: BatchMapper | None = None,
 ) -> sp.csc_matrix:
     """Train the rankers of every node of one level (a level taking longer than 30 s logs
     ``what: i/K nodes (pct), rate, time left`` at least every 30 s).
@@ -72,10 +130,35 @@ def train_level(
     (n_docs, K) importance weights multiplying the cost of (doc, node) pairs (absent pairs
     weigh 1). Returns W: csc (n_features + 1, K) float32, sorted indices; the last row holds
     the bias weights (scores are ``X @ W[:-1] + cfg.bias * W[-1]``; empty when bias == 0).
+
+    ``mapper``: what trains the batches (:class:`~xmc_core.linear.level_batches.BatchMapper`);
+    default the one set by :func:`~xmc_core.linear.level_batches.use_mapper`, else this
+    process. The result is the same whichever runs them.
     """
+    job = plan_level(X, Y, C, M, cfg, R)
+    idle = int(np.count_nonzero(np.diff(job.level.M.indptr)[job.level.parent] == 0))
+    if idle:
+        log.info(
+            "%s: %s of %s nodes skipped (no weights): no training document reaches their parent",
+            what, f"{idle:,}", f"{job.n_nodes:,}",
+        )  # fmt: skip
+    # a node's work: the entries of its parent's block (the time left follows it, not nodes)
+    progress = RateLog(log, what, total=job.n_nodes, unit="nodes", total_work=job.total_work)
+    return job.assemble((mapper or current_mapper())(job, progress))
+
+
+def plan_level(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    C: sp.csr_matrix,
+    M: sp.csr_matrix,
+    cfg: RankerConfig,
+    R: sp.csr_matrix | None = None,
+) -> LevelJob:
+    """One level's training as independent batches of parents of bounded memory (arguments
+    as :func:`train_level`)."""
     level = _validate(X, Y, C, M, R)
     n_features = X.shape[1]
-    n_nodes = level.parent.size
     params = (
         kernels.LOGISTIC if cfg.loss == "logistic" else kernels.SQUARED_HINGE,
         int(cfg.max_iter),
@@ -87,17 +170,20 @@ def train_level(
         float(cfg.bias),
         float(cfg.threshold),
     )
-    idle = int(np.count_nonzero(np.diff(level.M.indptr)[level.parent] == 0))
-    if idle:
-        log.info(
-            "%s: %s of %s nodes skipped (no weights): no training document reaches their parent",
-            what, f"{idle:,}", f"{n_nodes:,}",
-        )  # fmt: skip
-    # a node's work: the entries of its parent's block (the time left follows it, not nodes)
-    total_work = int(_parent_entries(level)[level.parent].sum())
-    progress = RateLog(log, what, total=n_nodes, unit="nodes", total_work=total_work)
-    pieces = [_train_batch(level, batch, params, progress) for batch in _plan_batches(level)]
-    return _assemble(pieces, n_features + 1, n_nodes)
+    batches = _plan_batches(level)
+    return LevelJob(level, params, batches, _parent_entries(level), n_features + 1)
+
+
+def _only(level: _Level, nodes: np.ndarray) -> _Level:
+    """``level`` with every node but ``nodes`` moved under an extra parent that no document
+    joins, so a batch solves only ``nodes`` of its parents' children; node ids and their
+    parents (hence the order their rows are visited in, and their results) stay."""
+    n_docs, n_parents = level.M.shape
+    parent = np.full_like(level.parent, n_parents)
+    parent[nodes] = level.parent[nodes]
+    indptr = np.append(level.M.indptr, level.M.indptr[-1])
+    M = sp.csc_matrix((level.M.data, level.M.indices, indptr), shape=(n_docs, n_parents + 1))
+    return dataclasses.replace(level, M=_int64_csc(M), parent=parent)
 
 
 def _validate(
