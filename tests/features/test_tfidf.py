@@ -14,6 +14,7 @@ from xmc_core.config import TfidfConfig, TokenizerConfig
 from xmc_core.errors import ArtifactError, XmcError
 from xmc_core.features.counts import TermStats, count_texts
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.features.tokenizer import tokenize
 from xmc_core.storage.artifacts import write_meta
 
 TOY = ["apple banana", "apple cherry cherry", "apple"]
@@ -139,3 +140,29 @@ def test_small_batches_map_terms_like_the_vectorized_join(monkeypatch: pytest.Mo
     for d, got in zip(docs, small, strict=True):
         assert abs(got - vec.transform([d])).max() == 0.0
     assert small[0].nnz == 2 and small[1].nnz == 0
+
+
+def test_counts_list_unigrams_then_ngrams_each_in_first_seen_order() -> None:
+    counts = count_texts(["aa bb aa", "bb aa cc", "dd"], TokenizerConfig(ngram_max=3))
+    assert counts.terms.to_pylist() == [
+        "aa", "bb", "cc", "dd", "aa bb", "bb aa", "aa cc", "aa bb aa", "bb aa cc",
+    ]  # fmt: skip
+    assert counts.matrix.toarray().tolist() == [
+        [2, 1, 0, 0, 1, 1, 0, 1, 0],
+        [1, 1, 1, 0, 0, 1, 1, 0, 1],
+        [0, 0, 0, 1, 0, 0, 0, 0, 0],
+    ]
+    assert counts.matrix.has_canonical_format
+
+
+def test_counts_equal_counting_the_tokenizer_terms() -> None:
+    texts = ["x yy zz yy zz", "Ünï cödé, ASCII too; yy zz", "", None, "a b c a b c", "zz"]
+    for cfg in (TokenizerConfig(ngram_max=n, min_token_len=1) for n in (1, 2, 3)):
+        counts = count_texts(texts, cfg)
+        grams = tokenize(texts, cfg)
+        terms = counts.terms.to_pylist()
+        assert terms == list(dict.fromkeys(grams.terms.to_pylist()))  # first-seen order
+        expected = np.zeros(counts.matrix.shape)
+        for term, doc in zip(grams.terms.to_pylist(), grams.doc.tolist(), strict=True):
+            expected[doc, terms.index(term)] += 1
+        np.testing.assert_array_equal(counts.matrix.toarray(), expected)

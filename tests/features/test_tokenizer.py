@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from xmc_core.config import TokenizerConfig
-from xmc_core.features.tokenizer import tokenize
+from xmc_core.features.tokenizer import tokenize, words
 
 
 def grams(texts: list[str | None], **cfg: object) -> list[list[str]]:
@@ -45,3 +45,26 @@ def test_accepts_arrow_arrays() -> None:
     out = tokenize(arr, TokenizerConfig(ngram_max=1))
     assert out.terms.to_pylist() == ["aa", "bb", "cc"]
     assert out.doc.tolist() == [0, 0, 1]
+
+
+def test_ascii_texts_split_as_the_regular_expression_does() -> None:
+    texts = ["Foo-bar BAZ_1 x", "café Crème-brûlée ok", "tab\there\x0bvt 9_9", "Ωmega, end.", "  "]
+    assert grams(texts, ngram_max=1) == [
+        ["foo", "bar", "baz_1"], ["café", "crème", "brûlée", "ok"], ["tab", "here", "vt", "9_9"],
+        ["ωmega", "end"], [],
+    ]  # fmt: skip
+    # the ASCII path (a batch of ASCII texts) and the regular expression (a non-ASCII text in
+    # the batch sends only that one there) give every ASCII text the same tokens
+    for cfg in ({"ngram_max": 1}, {"ngram_max": 2, "lowercase": False, "min_token_len": 1}):
+        alone = [grams([t], **cfg)[0] for t in texts]
+        assert grams(texts, **cfg) == alone
+        assert grams([t for t in texts if t.isascii()], **cfg) == [
+            a for t, a in zip(texts, alone, strict=True) if t.isascii()
+        ]
+
+
+def test_words_keep_document_order_across_both_paths() -> None:
+    found = words(["b1 é2", "AA", None, "ü x"], TokenizerConfig(min_token_len=1))
+    assert found.tokens.to_pylist() == ["b1", "é2", "aa", "ü", "x"]
+    assert found.doc.tolist() == [0, 0, 1, 3, 3]
+    assert found.n_docs == 4

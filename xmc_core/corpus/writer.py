@@ -332,9 +332,8 @@ class DatasetWriter:
         for name in SPLITS:
             _hash_fields(digest, [name.encode(), self._writers[name].hash.digest()])
         if self._label_texts is not None:
-            path = self._tmp / "labels.parquet"
-            self._write_label_texts(path, train, test)
-            _hash_fields(digest, [b"labels", _table_digest(path)])
+            rows = self._write_label_texts(self._tmp / "labels.parquet", train, test)
+            _hash_fields(digest, [b"labels", rows])
         self.manifest = Manifest(
             kind=self.kind,
             n_features=self.n_features,
@@ -352,19 +351,18 @@ class DatasetWriter:
         )
         write_json(self._tmp / "manifest.json", self.manifest.model_dump(mode="json"))
 
-    def _write_label_texts(self, path: Path, train: Counter[str], test: Counter[str]) -> None:
+    def _write_label_texts(self, path: Path, train: Counter[str], test: Counter[str]) -> bytes:
+        """Write ``labels.parquet``; returns the digest of its rows (each label and its text,
+        ``""`` for none)."""
         assert self._label_texts is not None
         names = sorted(set(self._label_texts) | set(train) | set(test))
         texts = [_clean_label_text(self._label_texts.get(n)) for n in names]
         table = pa.Table.from_pydict({"label": names, "text": texts}, schema=LABELS_SCHEMA)
         pq.write_table(table, path, compression="zstd")
-
-
-def _table_digest(path: Path) -> bytes:
-    h = hashlib.sha256()
-    for row in pq.read_table(path).to_pylist():
-        _hash_fields(h, [row["label"].encode(), (row["text"] or "").encode()])
-    return h.digest()
+        h = hashlib.sha256()
+        for name, text in zip(names, texts, strict=True):
+            _hash_fields(h, [name.encode(), (text or "").encode()])
+        return h.digest()
 
 
 def _clean_label_text(text: str | float | None) -> str | None:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from xmc_core.config import TokenizerConfig
-from xmc_core.features.tokenizer import tokenize
+from xmc_core.features.tokenizer import words
 from xmc_core.storage.artifacts import (
     load_csr,
     load_strings,
@@ -92,17 +92,47 @@ class TermCounts:
 
 
 def count_texts(texts: pa.Array | list[str | None], cfg: TokenizerConfig) -> TermCounts:
-    """Tokenize ``texts`` and count every n-gram per document."""
-    grams = tokenize(texts, cfg)
-    encoded = pc.dictionary_encode(grams.terms)
-    cols = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    n_terms = len(encoded.dictionary)
+    """Tokenize ``texts`` and count every n-gram per document.
+
+    The partition's terms are the unigrams in first-seen order, then the bigrams in
+    first-seen order, and so on (as dictionary-encoding :func:`tokenize`'s terms would give).
+    An n-gram is encoded as the pair (its first n-1 words, its last word) of ids, so only the
+    distinct n-grams are ever joined into strings."""
+    found = words(texts, cfg)
+    encoded = pc.dictionary_encode(found.tokens)
+    unigram = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    terms, cols, rows = [encoded.dictionary], [unigram], [found.doc]
+    previous, n_terms = unigram, len(encoded.dictionary)
+    for n in range(2, cfg.ngram_max + 1):
+        if len(unigram) < n:
+            break
+        start = len(unigram) - n + 1
+        same = found.doc[:start] == found.doc[n - 1 :]
+        keys = previous[:start][same] * len(encoded.dictionary) + unigram[n - 1 :][same]
+        grams = pc.dictionary_encode(pa.array(keys))
+        ids = grams.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        first, last = np.divmod(grams.dictionary.to_numpy(), len(encoded.dictionary))
+        terms.append(
+            pc.binary_join_element_wise(
+                terms[-1].take(pa.array(first)),
+                encoded.dictionary.take(pa.array(last)),
+                pa.scalar(" ", pa.large_string()),
+            )
+        )
+        cols.append(ids + n_terms)
+        rows.append(found.doc[:start][same])
+        previous = np.full(start, -1, dtype=np.int64)
+        previous[same] = ids
+        n_terms += len(grams.dictionary)
     matrix = sp.csr_matrix(
-        (np.ones(len(cols), dtype=np.float32), (grams.doc, cols)),
-        shape=(grams.n_docs, n_terms),
+        (
+            np.ones(sum(map(len, cols)), dtype=np.float32),
+            (np.concatenate(rows), np.concatenate(cols)),
+        ),
+        shape=(found.n_docs, n_terms),
     )
     matrix.sum_duplicates()
-    return TermCounts(encoded.dictionary, matrix)
+    return TermCounts(pa.concat_arrays(terms), matrix)
 
 
 def count_bow(ids: pa.ListArray, values: pa.ListArray, n_features: int) -> TermCounts:
