@@ -89,6 +89,11 @@ def test_ids_file_and_label_texts(tmp_path: Path) -> None:
     texts = dict(zip(*corpus.label_texts().to_pydict().values(), strict=True))
     assert texts == {"a": "the A label", "b": None, "c": "C\twith tab"}
     assert manifest.has_label_texts
+    # the content fingerprint covers the label texts (the value of the code that hashed the
+    # rows read back from labels.parquet; they are now hashed as they are written)
+    assert manifest.fingerprint == (
+        "28c508250a386533a8c61923eec1558b148a566fafe16c348173d81fc4b7174c"
+    )
 
 
 def test_label_map_without_texts_gives_none(tmp_path: Path) -> None:
