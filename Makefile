@@ -23,7 +23,7 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS XMC_PROJECT_DIR
 
 .PHONY: install browser train test lint format bench-featurize clean env
-.PHONY: peers-venv bench-peers bench-families
+.PHONY: peers-venv bench-peers bench-families bench-end-to-end
 
 install: $(STAMP)
 
@@ -76,6 +76,13 @@ $(PEERS_STAMP): benchmarks/requirements-peers.txt
 bench-peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/peers.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
+
+# End to end from the raw files, stage by stage: ours (ingest, featurize, train, predict) vs PECOS's
+# own pipeline (its C++ TF-IDF, then XR-Linear); ARGS as
+# `make bench-end-to-end ARGS="--datasets reuters21578-modapte --repeats 1"`.
+bench-end-to-end: $(STAMP) $(PEERS_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(PY) benchmarks/end_to_end.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
 
 # The model families and their references (PECOS, Omikuji, LibMultiLabel's XML-CNN); ARGS as
 # `make bench-families ARGS="--datasets reuters21578-modapte --methods xml-cnn,libmultilabel-xml-cnn"`.

@@ -169,11 +169,15 @@ def _ours_train(feats: dict[str, Any], cfg: Any, clock: Clock) -> Any:
 
 # ---------------------------------------------------------------- pecos (peers venv)
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 file, split on ``\\n`` only (as our importer and PECOS's C++ file
-    reader split them), without their ``\\n``."""
+    """The lines of a UTF-8 file as our importer reads them: split on ``\\n`` only (as PECOS's
+    C++ file reader splits them too), without their ``\\n`` or ``\\r\\n``."""
     with open(path, encoding="utf-8", newline="\n") as fh:
-        lines = fh.read().split("\n")
-    return lines[:-1] if lines and lines[-1] == "" else lines
+        text = fh.read()
+    lines = text.split("\n")
+    lines = lines[:-1] if lines and lines[-1] == "" else lines
+    if "\r\n" in text:
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return lines
 
 
 def label_lists(lines: list[str]) -> list[list[str]]:
