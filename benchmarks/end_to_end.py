@@ -182,6 +182,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "steps_s_median": med("steps_s"),
         "total_s_median": statistics.median(r["total_s"] for r in ok),
         "total_s_min": min(r["total_s"] for r in ok),
+        "total_cpu_s_median": statistics.median(r["total_cpu_s"] for r in ok),
         "untimed_s_median": statistics.median(r["untimed_s"] for r in ok),
         "process_wall_s_median": statistics.median(r["process_wall_s"] for r in ok),
         "peak_rss_mb_max": max(r["peak_rss_mb"] for r in ok),
@@ -239,6 +240,11 @@ def markdown(name: str, result: dict[str, Any]) -> str:
                          r["peak_rss_mb_max"], r["metrics"]))  # fmt: skip
         listed = ", ".join(f"{k} {v:.2f}" for k, v in r["steps_s_median"].items())
         steps.append(f"- {method} steps (median s): {listed}")
+        steps.append(
+            f"- {method}: CPU {r['total_cpu_s_median']:.2f} s in the timed steps, imports "
+            f"{r['untimed_s_median']:.2f} s (untimed), whole process "
+            f"{r['process_wall_s_median']:.2f} s"
+        )
     cold = result.get("cold")
     if cold is not None and cold["status"] == "ok":
         lines.append(row("ours, cold (first process, empty numba cache)", cold["stages_s"],

@@ -62,7 +62,8 @@ def fake_run(total: float) -> dict[str, Any]:
     stages = {"ingest": 0.1, "featurize": 0.2, "train": total - 0.4, "predict": 0.1}
     return {
         "status": "ok", "stages_s": stages, "steps_s": {"train.fit": total - 0.4},
-        "total_s": total, "untimed_s": 0.5, "process_wall_s": total + 1, "peak_rss_mb": 100.0,
+        "total_s": total, "total_cpu_s": total, "untimed_s": 0.5, "process_wall_s": total + 1,
+        "peak_rss_mb": 100.0,
         "metrics": {"P@1": 0.5, "P@5": 0.2}, "label_space_equal": True,
     }  # fmt: skip
 
