@@ -10,11 +10,12 @@ folder in the ``lines`` layout (``{split}_texts.txt``, ``{split}_labels.txt``, c
 label names). Writes to ``OUTDIR``: ``pred.npz`` (csr (n_test, n_labels) of the top-``TOPK``
 scores per test document, columns in the method's own label order), ``labels.json`` (the
 label names of those columns) and ``result.json``: wall seconds of every step and stage and
-their total, the CPU seconds of this process (all threads) in every step and their total, and
-``untimed_s``, the rest of the method's wall time: its imports. Imports are not timed for
-either method; pandas is imported with ours (pyarrow would import it on its first conversion,
-in the first step). The parent maps the columns to its label index by name and computes every
-metric. Only numpy and scipy are imported at the top, so this file runs in both environments.
+their total, the CPU seconds of this process (all threads) in every step and their total, its
+RSS after every step, and ``untimed_s``, the rest of the method's wall time: its imports.
+Imports are not timed for either method; pandas is imported with ours (pyarrow would import it
+on its first conversion, in the first step). The parent maps the columns to its label index by
+name and computes every metric. Only numpy and scipy are imported at the top, so this file runs
+in both environments.
 
 Steps, named ``STAGE.step``; a stage's time is the sum of its steps (``STAGES``):
 
@@ -76,12 +77,13 @@ def rss_mb() -> float:
 
 
 class Clock:
-    """Wall seconds of named steps, in the order they ran, and the CPU seconds of this process
-    (every thread, user and system) in each."""
+    """Wall seconds of named steps, in the order they ran, the CPU seconds of this process
+    (every thread, user and system) in each, and its RSS in MiB after each."""
 
     def __init__(self) -> None:
         self.steps: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        self.rss: dict[str, float] = {}
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -90,6 +92,7 @@ class Clock:
         yield
         self.steps[name] = time.perf_counter() - t0
         self.cpu[name] = time.process_time() - c0
+        self.rss[name] = rss_mb()
 
     def stages(self, names: tuple[str, ...]) -> dict[str, float]:
         """Seconds per stage: the sum of its steps."""
@@ -247,7 +250,7 @@ def main(argv: list[str]) -> int:
     result = {
         "method": method, "stages_s": stages, "steps_s": clock.steps, "steps_cpu_s": clock.cpu,
         "total_s": sum(stages.values()), "total_cpu_s": sum(clock.cpu.values()),
-        "untimed_s": wall - sum(stages.values()),
+        "untimed_s": wall - sum(stages.values()), "rss_after_steps_mb": clock.rss,
         "n_test": pred.shape[0], "rss_end_mb": rss_mb(),
     }  # fmt: skip
     (outdir / "result.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
