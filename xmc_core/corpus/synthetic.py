@@ -15,122 +15,34 @@ capitals and punctuation.
 
 Everything is derived from ``numpy.random.Generator`` objects seeded from ``(seed, stream)``, so
 the same ``SyntheticSpec`` gives byte-identical output in every process. Documents are streamed
-one at a time: memory is constant in the number of documents.
+one at a time: memory is constant in the number of documents. A spec with ``vectorized=True``
+(``SyntheticSpec.sized``, up to millions of labels and documents) is drawn from the same model a
+batch of documents at a time, by :mod:`xmc_core.corpus.synthetic_batch`.
 """
 
-import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from xmc_core.corpus import synthetic_batch
+from xmc_core.corpus.synthetic_spec import (
+    END_MARK_CDF,
+    LABEL_TEXT_OWN_WORDS,
+    MARKS,
+    SyntheticDoc,
+    SyntheticSpec,
+    cdf,
+    label_name_list,
+    label_word_table,
+    spec_rng,
+    word_cdf,
+    zipf,
+)
 from xmc_core.corpus.synthetic_words import make_words
 
-_MARKS = ("", ",", ".", "?", "!")
-_END_MARK_CDF = np.cumsum([0.0, 0.0, 0.86, 0.08, 0.06])[:-1]
-_STREAMS = {"world": 0, "train": 1, "test": 2}
-_LABEL_TEXT_OWN_WORDS = 4
-
-
-@dataclass(frozen=True)
-class SyntheticSpec:
-    """Parameters of a synthetic corpus; the defaults give ~6000/1500 docs and 960 labels.
-
-    Sizes: ``n_domains * topics_per_domain`` topics, each with ``labels_per_topic`` labels.
-    ``zipf_exponent`` shapes label popularity (``1 / rank**s``); ``mean_labels_per_doc`` is the
-    approximate mean number of labels per document (at most ``max_labels_per_doc``).
-    Document length is lognormal around ``median_doc_words`` (clipped to the min/max).
-    ``noise_fraction`` is the mean share of background noise words in a document;
-    ``distractor_fraction`` the share of its other words taken from an untagged label of the
-    primary topic; ``label_salience_alpha`` the Dirichlet concentration spreading words over
-    the document's labels (small: some labels barely show). The ``*_words`` fields are vocabulary
-    sizes per node (``sibling_words`` are borrowed from a sibling label); ``label_share``,
-    ``topic_share`` and ``domain_share`` weigh a label's own, topic and domain words.
-    """
-
-    n_train: int = 6000
-    n_test: int = 1500
-    n_domains: int = 6
-    topics_per_domain: int = 8
-    labels_per_topic: int = 20
-    seed: int = 0
-    zipf_exponent: float = 1.0
-    mean_labels_per_doc: float = 3.0
-    max_labels_per_doc: int = 8
-    second_topic_prob: float = 0.3
-    same_domain_prob: float = 0.7
-    median_doc_words: float = 75.0
-    doc_words_sigma: float = 0.45
-    min_doc_words: int = 12
-    max_doc_words: int = 300
-    noise_fraction: float = 0.6
-    label_salience_alpha: float = 0.7
-    distractor_fraction: float = 0.3
-    domain_words: int = 40
-    topic_words: int = 30
-    label_words: int = 12
-    sibling_words: int = 5
-    noise_words: int = 2000
-    label_share: float = 0.3
-    topic_share: float = 0.45
-    domain_share: float = 0.25
-    punctuation: bool = True
-
-    def __post_init__(self) -> None:
-        positive = ("n_domains", "topics_per_domain", "labels_per_topic", "label_words")
-        positive += ("max_labels_per_doc", "min_doc_words", "noise_words")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"SyntheticSpec.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("n_train", "n_test", "seed", "domain_words", "topic_words", "sibling_words"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"SyntheticSpec.{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_doc_words < self.min_doc_words:
-            raise ValueError("SyntheticSpec.max_doc_words must be >= min_doc_words")
-        if self.mean_labels_per_doc < 1.0:
-            raise ValueError("SyntheticSpec.mean_labels_per_doc must be >= 1")
-        for name in ("noise_fraction", "distractor_fraction", "second_topic_prob"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"SyntheticSpec.{name} must be in [0, 1)")
-        if self.label_share <= 0 or self.topic_share < 0 or self.domain_share < 0:
-            raise ValueError("SyntheticSpec shares must be >= 0 (label_share > 0)")
-
-    @property
-    def n_topics(self) -> int:
-        """Total number of topics."""
-        return self.n_domains * self.topics_per_domain
-
-    @property
-    def n_labels(self) -> int:
-        """Total number of labels."""
-        return self.n_topics * self.labels_per_topic
-
-    def scaled(self, scale: float) -> "SyntheticSpec":
-        """Spec with ``scale`` times the documents and about ``sqrt(scale)`` times the labels.
-
-        Topics per domain and labels per topic each grow by ``scale ** 0.25``; ``scale=1``
-        returns an equal spec.
-        """
-        if not scale > 0:
-            raise ValueError(f"scale must be > 0, got {scale}")
-        growth = scale**0.25
-        return dataclasses.replace(
-            self,
-            n_train=max(1, round(self.n_train * scale)),
-            n_test=max(1, round(self.n_test * scale)) if self.n_test else 0,
-            topics_per_domain=max(1, round(self.topics_per_domain * growth)),
-            labels_per_topic=max(1, round(self.labels_per_topic * growth)),
-        )
-
-
-@dataclass(frozen=True)
-class SyntheticDoc:
-    """One document: ``labels`` are distinct label names, sorted."""
-
-    doc_id: str
-    text: str
-    labels: tuple[str, ...]
+__all__ = ["SyntheticDoc", "SyntheticSpec", "generate_split", "label_names", "label_texts"]
 
 
 @dataclass(frozen=True)
@@ -155,83 +67,10 @@ class _World:
     noise_cdf: np.ndarray
 
 
-def _rng(spec: SyntheticSpec, stream: str) -> np.random.Generator:
-    """Independent generator for ``(seed, stream)``; never depends on ``hash()``."""
-    seed_sequence = np.random.SeedSequence([spec.seed, _STREAMS[stream]])
-    return np.random.Generator(np.random.PCG64(seed_sequence))
-
-
-def _cdf(weights: np.ndarray) -> np.ndarray:
-    """Cumulative distribution of non-negative ``weights`` (last axis), ending exactly at 1."""
-    cdf = np.cumsum(weights, axis=-1)
-    cdf /= cdf[..., -1:]
-    cdf[..., -1] = 1.0
-    return cdf
-
-
-def _zipf(n: int, exponent: float) -> np.ndarray:
-    """Weights ``1 / (rank + 1) ** exponent`` for ranks 0..n-1, shape (n,)."""
-    return 1.0 / np.arange(1, n + 1, dtype=np.float64) ** exponent
-
-
-def _label_names(spec: SyntheticSpec) -> tuple[str, ...]:
-    """Names ``dDD/tTT/lLLLL`` (topic index within its domain, label index global)."""
-    wd = max(2, len(str(spec.n_domains - 1)))
-    wt = max(2, len(str(spec.topics_per_domain - 1)))
-    wl = max(4, len(str(spec.n_labels - 1)))
-    names = []
-    for label in range(spec.n_labels):
-        topic = label // spec.labels_per_topic
-        d, t = divmod(topic, spec.topics_per_domain)
-        names.append(f"d{d:0{wd}d}/t{t:0{wt}d}/l{label:0{wl}d}")
-    return tuple(names)
-
-
-def _group_weights(n: int, share: float) -> np.ndarray:
-    """Zipf-ish weights (exponent 0.7) over ``n`` words, summing to ``share``; shape (n,)."""
-    weights = _zipf(n, 0.7)
-    return share * weights / weights.sum() if n else weights
-
-
-def _label_distributions(
-    spec: SyntheticSpec,
-    rng: np.random.Generator,
-    own: np.ndarray,
-    topic: np.ndarray,
-    domain: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-label word ids (n_labels, k) and their cumulative probabilities (k,), shared by all.
-
-    ``own``: (n_labels, label_words), ``topic``: (n_topics, topic_words) and
-    ``domain``: (n_domains, domain_words) word ids.
-    """
-    n_labels, per_topic = spec.n_labels, spec.labels_per_topic
-    labels = np.arange(n_labels)
-    sibling = (labels // per_topic) * per_topic + (labels % per_topic + 1) % per_topic
-    n_borrow = min(spec.sibling_words, spec.label_words)
-    borrow_at = np.argsort(rng.random((n_labels, spec.label_words)), axis=1)[:, :n_borrow]
-    borrowed = np.take_along_axis(own[sibling], borrow_at, axis=1)
-    label_topic = labels // per_topic
-    ids = np.concatenate(
-        [own, borrowed, topic[label_topic], domain[label_topic // spec.topics_per_domain]], axis=1
-    )
-    own_w = _zipf(spec.label_words, 0.7)
-    label_w = np.concatenate([own_w, np.full(n_borrow, 0.35 * own_w.mean())])
-    label_w *= spec.label_share / label_w.sum()
-    weights = np.concatenate(
-        [
-            label_w,
-            _group_weights(spec.topic_words, spec.topic_share),
-            _group_weights(spec.domain_words, spec.domain_share),
-        ]
-    )
-    return ids.astype(np.int64), _cdf(weights)
-
-
 @functools.lru_cache(maxsize=4)
 def _build_world(spec: SyntheticSpec) -> _World:
     """Vocabulary, label popularity and word distributions of ``spec`` (cached per spec)."""
-    rng = _rng(spec, "world")
+    rng = spec_rng(spec, "world")
     seen: set[str] = set()
     noise = sorted(make_words(rng, spec.noise_words, (1, 2), seen), key=len)
     domain = make_words(rng, spec.n_domains * spec.domain_words, (2, 3), seen)
@@ -242,11 +81,19 @@ def _build_world(spec: SyntheticSpec) -> _World:
     domain_ids = (start[1] + np.arange(len(domain))).reshape(spec.n_domains, spec.domain_words)
     topic_ids = (start[2] + np.arange(len(topic))).reshape(spec.n_topics, spec.topic_words)
     own_ids = (start[3] + np.arange(len(own))).reshape(spec.n_labels, spec.label_words)
-    popularity = _zipf(spec.n_labels, spec.zipf_exponent)[rng.permutation(spec.n_labels)]
-    word_ids, word_cdf = _label_distributions(spec, rng, own_ids, topic_ids, domain_ids)
+    popularity = zipf(spec.n_labels, spec.zipf_exponent)[rng.permutation(spec.n_labels)]
+    label_topic = np.arange(spec.n_labels) // spec.labels_per_topic
+    word_ids = np.concatenate(
+        [
+            label_word_table(spec, rng, own_ids),
+            topic_ids[label_topic],
+            domain_ids[label_topic // spec.topics_per_domain],
+        ],
+        axis=1,
+    )
     texts = []
     for label in range(spec.n_labels):
-        ids = list(own_ids[label, :_LABEL_TEXT_OWN_WORDS])
+        ids = list(own_ids[label, :LABEL_TEXT_OWN_WORDS])
         topic_index = label // spec.labels_per_topic
         ids += list(topic_ids[topic_index, :1])
         ids += list(domain_ids[topic_index // spec.topics_per_domain, :1])
@@ -254,14 +101,14 @@ def _build_world(spec: SyntheticSpec) -> _World:
     return _World(
         vocab=vocab,
         capitalized=tuple(word.capitalize() for word in vocab),
-        names=_label_names(spec),
+        names=label_name_list(spec),
         label_texts=tuple(texts),
-        label_cdf=_cdf(popularity),
+        label_cdf=cdf(popularity),
         label_popularity=popularity,
         topic_popularity=popularity.reshape(spec.n_topics, -1).sum(axis=1),
-        word_ids=word_ids,
-        word_cdf=word_cdf,
-        noise_cdf=_cdf(_zipf(len(noise), 1.0)),
+        word_ids=word_ids.astype(np.int64),
+        word_cdf=word_cdf(spec),
+        noise_cdf=cdf(zipf(len(noise), 1.0)),
     )
 
 
@@ -348,9 +195,9 @@ def _render(
     capital[bounds] = True
     marks = (rng.random(n) < 0.05).astype(np.int64)
     ends = np.append(bounds - 1, n - 1)
-    marks[ends] = np.searchsorted(_END_MARK_CDF, rng.random(len(ends)), side="right")
+    marks[ends] = np.searchsorted(END_MARK_CDF, rng.random(len(ends)), side="right")
     words = [
-        (world.capitalized[w] if cap else world.vocab[w]) + _MARKS[m]
+        (world.capitalized[w] if cap else world.vocab[w]) + MARKS[m]
         for w, cap, m in zip(word_ids.tolist(), capital.tolist(), marks.tolist(), strict=True)
     ]
     return " ".join(words)
@@ -360,12 +207,16 @@ def generate_split(spec: SyntheticSpec, split: str) -> Iterator[SyntheticDoc]:
     """Stream the ``split`` ("train" or "test") documents of ``spec``, lazily and deterministically.
 
     Doc ids are ``f"{split}-{i:06d}"``. Train and test use independent random streams drawn
-    from the same distribution; the same spec always yields identical documents.
+    from the same distribution; the same spec always yields identical documents. A
+    ``vectorized`` spec is drawn by :mod:`xmc_core.corpus.synthetic_batch`.
     """
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if spec.vectorized:
+        yield from synthetic_batch.generate_split(spec, split)
+        return
     world = _build_world(spec)
-    rng = _rng(spec, split)
+    rng = spec_rng(spec, split)
     n_docs = spec.n_train if split == "train" else spec.n_test
     for i in range(n_docs):
         labels = _sample_labels(spec, world, rng)
@@ -377,10 +228,12 @@ def generate_split(spec: SyntheticSpec, split: str) -> Iterator[SyntheticDoc]:
 
 def label_names(spec: SyntheticSpec) -> tuple[str, ...]:
     """All label names of ``spec`` in label-id order, shape (n_labels,)."""
+    if spec.vectorized:
+        return synthetic_batch.build_world(spec).names
     return _build_world(spec).names
 
 
 def label_texts(spec: SyntheticSpec) -> dict[str, str]:
     """Label name -> short text: its 4 top own words, its topic's and its domain's top word."""
-    world = _build_world(spec)
+    world = synthetic_batch.build_world(spec) if spec.vectorized else _build_world(spec)
     return dict(zip(world.names, world.label_texts, strict=True))
