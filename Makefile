@@ -23,7 +23,7 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS XMC_PROJECT_DIR
 
 .PHONY: install browser train test lint format bench-featurize clean env
-.PHONY: peers-venv bench-peers bench-families bench-end-to-end
+.PHONY: peers-venv bench-peers bench-families bench-end-to-end bench-scaling
 
 install: $(STAMP)
 
@@ -83,6 +83,12 @@ bench-peers: $(STAMP) $(PEERS_STAMP)
 bench-end-to-end: $(STAMP) $(PEERS_STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/end_to_end.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
+
+# Ours vs PECOS on synthetic corpora up to 1M labels x 1M documents (time, memory, P@1, growth
+# exponents, plot); ARGS as `make bench-scaling ARGS="--sizes 10kx10k,100kx100k --timeout 3600"`.
+bench-scaling: $(STAMP) $(PEERS_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(PY) benchmarks/scaling.py --peers-python $(PEERS_VENV)/bin/python $(ARGS)
 
 # The model families and their references (PECOS, Omikuji, LibMultiLabel's XML-CNN); ARGS as
 # `make bench-families ARGS="--datasets reuters21578-modapte --methods xml-cnn,libmultilabel-xml-cnn"`.

@@ -77,8 +77,25 @@ def prepare(src: Path, workdir: Path, keep_corpus: bool = False) -> dict[str, An
     """
     options = IngestOptions(policies=Policies(on_unlabeled="keep"))
     manifest = ingest("lines", src, workdir / "corpus", options)
+    stats = write_features(workdir / "corpus", workdir, check_pifa=True)
+    if not keep_corpus:
+        shutil.rmtree(workdir / "corpus")
+    return {
+        "source": str(src),
+        "ingest": {s: v.model_dump() for s, v in manifest.splits.items()},
+        **stats,
+    }
+
+
+def write_features(corpus_dir: Path, workdir: Path, check_pifa: bool) -> dict[str, Any]:
+    """Featurize the dataset folder ``corpus_dir`` with our pipeline and the default config
+    (timed: ``featurize_s``) into ``workdir``'s shared ``.npz`` files and ``labels.json``.
+
+    ``check_pifa`` also computes the PIFA the ``ours`` runner computes from X/Y and records its
+    largest difference to the pipeline's label features (one more label matrix in memory).
+    """
     t0 = time.perf_counter()
-    feats = featurize_in_process(Corpus(workdir / "corpus"), XmcConfig())
+    feats = featurize_in_process(Corpus(corpus_dir), XmcConfig())
     featurize_s = time.perf_counter() - t0
     train, test = feats["train"], feats["test"]
     arrays = {"X_train": train.X, "Y_train": train.Y, "X_test": test.X, "Y_test": test.Y}
@@ -86,13 +103,7 @@ def prepare(src: Path, workdir: Path, keep_corpus: bool = False) -> dict[str, An
         sp.save_npz(workdir / f"{name}.npz", sp.csr_matrix(m, dtype=np.float32), compressed=False)
     names = feats["label_index"].names.to_pylist()
     (workdir / LABELS_FILE).write_text(json.dumps(names) + "\n", encoding="utf-8")
-    Z = concat_label_features([pifa([pifa_partial(train.X, train.Y)])], [1.0])
-    diff = abs(Z - feats["label_features"].z)
-    if not keep_corpus:
-        shutil.rmtree(workdir / "corpus")
-    return {
-        "source": str(src),
-        "ingest": {s: v.model_dump() for s, v in manifest.splits.items()},
+    stats = {
         "featurize_s": featurize_s,
         "n_train": train.X.shape[0],
         "n_test": test.X.shape[0],
@@ -101,8 +112,12 @@ def prepare(src: Path, workdir: Path, keep_corpus: bool = False) -> dict[str, An
         "nnz_train": int(train.X.nnz),
         "test_label_assignments_outside_train_labels": test.unknown_labels,
         "test_docs_without_train_label": int((np.diff(test.Y.indptr) == 0).sum()),
-        "pifa_max_abs_diff_vs_pipeline": float(diff.max()) if diff.nnz else 0.0,
     }
+    if check_pifa:
+        Z = concat_label_features([pifa([pifa_partial(train.X, train.Y)])], [1.0])
+        diff = abs(Z - feats["label_features"].z)
+        stats["pifa_max_abs_diff_vs_pipeline"] = float(diff.max()) if diff.nnz else 0.0
+    return stats
 
 
 def carve_rows(n: int, fraction: float, seed: int, max_docs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -175,10 +190,15 @@ def kill_tree(proc: psutil.Process) -> None:
 
 
 def measure(
-    cmd: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None
+    cmd: list[str],
+    log: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    max_rss_mb: float | None = None,
 ) -> dict[str, Any]:
     """Run ``cmd`` (with ``env`` added to the environment), sampling its tree's RSS every
-    SAMPLE_S; kill it after ``timeout_s``."""
+    SAMPLE_S; kill it after ``timeout_s``, or as soon as the tree's RSS passes ``max_rss_mb``
+    (status ``memory limit``)."""
     peak, n, t0 = 0, 0, time.perf_counter()
     full_env = {**os.environ, **(env or {})}
     with (
@@ -188,9 +208,12 @@ def measure(
         proc, tree, status = psutil.Process(child.pid), [], "ok"
         while child.poll() is None:
             if time.perf_counter() - t0 > timeout_s:
+                status = "timeout"
+            elif max_rss_mb is not None and peak > max_rss_mb * 2**20:
+                status = "memory limit"
+            if status != "ok":
                 kill_tree(proc)
                 child.wait()
-                status = "timeout"
                 break
             tree = process_tree(proc) if n % 5 == 0 else tree
             peak, n = max(peak, tree_rss(tree)), n + 1
@@ -217,17 +240,22 @@ def score(workdir: Path, pred_path: Path) -> dict[str, Any]:
 
 
 def run_once(
-    method: str, python: str, workdir: Path, timeout_s: float, env: dict[str, str] | None = None
+    method: str,
+    python: str,
+    workdir: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    max_rss_mb: float | None = None,
 ) -> dict[str, Any]:
     """One ``peer_runner.py`` subprocess run (``env`` added to its environment): timings, peak
-    RSS, model size and all metrics."""
+    RSS, model size and all metrics (``max_rss_mb``: see :func:`measure`)."""
     outdir = workdir / f"out-{method}"
     shutil.rmtree(outdir, ignore_errors=True)
     outdir.mkdir()
     log = workdir / f"{method}.log"
     run: dict[str, Any] = {"load_avg_before": os.getloadavg(), "xmc_core_digest": xmc_digest()}
     cmd = [python, str(PEER_RUNNER), method, str(workdir), str(outdir)]
-    run |= measure(cmd, log, timeout_s, env)
+    run |= measure(cmd, log, timeout_s, env, max_rss_mb)
     run["load_avg_after"] = os.getloadavg()
     if run["status"] != "ok":
         run["log_tail"] = log.read_text(errors="replace")[-3000:]
@@ -314,13 +342,17 @@ def machine_basics() -> dict[str, Any]:
     }
 
 
-def machine_info(peers_python: Path, peer_libs: tuple[str, ...] = PEER_LIBS) -> dict[str, Any]:
-    """Where and with what the benchmark ran."""
+def machine_info(
+    peers_python: Path | None, peer_libs: tuple[str, ...] = PEER_LIBS
+) -> dict[str, Any]:
+    """Where and with what the benchmark ran (no ``peers_venv`` when ``peers_python`` is None)."""
     libs = ["numpy", "scipy", "numba", "pyarrow", "psutil", "xmc"]
-    return machine_basics() | {
+    info = machine_basics() | {
         "project_venv": {"python": platform.python_version()} | {lib: version(lib) for lib in libs},
-        "peers_venv": peers_versions(peers_python, peer_libs),
     }
+    if peers_python is not None:
+        info["peers_venv"] = peers_versions(peers_python, peer_libs)
+    return info
 
 
 # ---------------------------------------------------------------- report
