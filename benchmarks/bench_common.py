@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -198,8 +199,9 @@ def measure(
 ) -> dict[str, Any]:
     """Run ``cmd`` (with ``env`` added to the environment), sampling its tree's RSS every
     SAMPLE_S; kill it after ``timeout_s``, or as soon as the tree's RSS passes ``max_rss_mb``
-    (status ``memory limit``)."""
-    peak, n, t0 = 0, 0, time.perf_counter()
+    (status ``memory limit``). ``cpu_s``: the user and system CPU seconds of the finished
+    child and the descendants it waited for."""
+    peak, n, t0, cpu0 = 0, 0, time.perf_counter(), _children_cpu_s()
     full_env = {**os.environ, **(env or {})}
     with (
         open(log, "w") as fh,
@@ -220,8 +222,14 @@ def measure(
             time.sleep(SAMPLE_S)
     if status == "ok" and child.returncode != 0:
         status = f"failed (exit code {child.returncode})"
-    wall = time.perf_counter() - t0
-    return {"status": status, "process_wall_s": wall, "peak_rss_mb": peak / 2**20}
+    wall, cpu = time.perf_counter() - t0, _children_cpu_s() - cpu0
+    return {"status": status, "process_wall_s": wall, "peak_rss_mb": peak / 2**20, "cpu_s": cpu}
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's waited-for children, so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def dir_mb(path: Path) -> float:

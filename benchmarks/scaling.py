@@ -3,7 +3,7 @@
 Usage, from the repository root, with the project venv (and ``make peers-venv`` done once)::
 
     python benchmarks/scaling.py [--sizes 10kx10k,100kx100k,100kx1M,1Mx1M]
-        [--methods ours,pecos] [--timeout 10800] [--memory-gib 24] [--force]
+        [--methods ours,pecos] [--test-docs 10000] [--timeout 10800] [--memory-gib 24] [--force]
         [--peers-python .venv-peers/bin/python] [--workdir DIR]
         [--out benchmarks/results/scaling-<date>.json]   # the plot goes beside it, .png
     python benchmarks/scaling.py --report benchmarks/results/scaling-<date>.json  # refit, replot
@@ -13,8 +13,8 @@ of training documents (``k``/``M`` suffixes). Its corpus is ``SyntheticSpec.size
 exponent of ``ZIPF`` (every label of the label space has a popularity ``1 / rank**0.75``; the
 label space is made larger than LABELS so that about LABELS labels get a training document, see
 :func:`spec_labels_for`), a shared pool of ``LABEL_WORD_POOL`` label words, and
-``TEST_FRACTION`` as many test documents (at least ``MIN_TEST_DOCS``, at most DOCS and
-``MAX_TEST_DOCS``). For each size, in
+``--test-docs`` test documents at every size (10,000: the same prediction workload everywhere,
+so that predict ms per 1,000 documents compares across sizes). For each size, in
 subprocesses whose process tree's RSS is sampled every 50 ms (``bench_common.measure``):
 
 1. ``scaling_prep.py generate``: write the corpus as a dataset folder (docs/s);
@@ -61,7 +61,7 @@ LABEL_WORD_POOL = 100_000
 """Own label words come from one pool of this many words (``SyntheticSpec.label_word_pool``):
 at 1M labels, 12M words of their own would leave almost every label's words below the 200,000
 most frequent terms TF-IDF keeps, and labels could not be told apart."""
-TEST_FRACTION, MIN_TEST_DOCS, MAX_TEST_DOCS = 0.1, 1000, 20_000
+TEST_DOCS = 10_000
 EFFECTIVE_LABELS_PER_DOC = 3.65
 """Label draws per document as far as covering the label space goes: 3.04 labels per document
 on average, drawn within a topic without replacement, cover the label space like 3.65 draws
@@ -98,10 +98,10 @@ def spec_labels_for(labels: int, docs: int) -> int | None:
     return hi
 
 
-def plan(name: str) -> dict[str, Any]:
-    """A size's record before it runs: its targets and its corpus spec (or why none fits)."""
+def plan(name: str, n_test: int) -> dict[str, Any]:
+    """A size's record before it runs: its targets and its corpus spec with ``n_test`` test
+    documents (or why no spec fits)."""
     labels, docs = parse_size(name)
-    n_test = int(min(MAX_TEST_DOCS, docs, max(MIN_TEST_DOCS, TEST_FRACTION * docs)))
     size: dict[str, Any] = {"name": name, "target_labels": labels, "target_docs": docs}
     space = spec_labels_for(labels, docs)
     if space is None:
@@ -236,7 +236,7 @@ def bench_size(
 ) -> dict[str, Any]:
     """Plan one size, skip it when the estimates from the sizes ``done`` say it cannot fit,
     else run it in a folder under ``tmp`` (removed afterwards)."""
-    size = plan(name)
+    size = plan(name, args.test_docs)
     why = too_big(done, size, args) if "spec" in size else ""
     if why:
         size["estimates_exceed_limits"] = why
@@ -258,6 +258,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--sizes", default=SIZES, help="comma-separated LABELSxDOCS, e.g. 100kx1M")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
+    p.add_argument("--test-docs", type=int, default=TEST_DOCS, help="test documents per size")
     p.add_argument("--timeout", type=float, default=10800.0, help="seconds per step")
     p.add_argument("--memory-gib", type=float, default=24.0, help="RSS limit per step")
     p.add_argument("--force", action="store_true", help="run sizes the estimates would skip")
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         "git_start": git_state(),
         "settings": {k: str(v) for k, v in vars(args).items()} | {"methods": args.methods},
         "corpus": {"zipf_exponent": ZIPF, "label_word_pool": LABEL_WORD_POOL,
-                   "test_fraction": TEST_FRACTION, "test_docs": [MIN_TEST_DOCS, MAX_TEST_DOCS]},
+                   "test_docs": args.test_docs},
         "limits": {"memory_gib": args.memory_gib, "timeout_s": args.timeout,
                    "cores": len(os.sched_getaffinity(0))},
         "xmc_config": XmcConfig().model_dump(mode="json"),

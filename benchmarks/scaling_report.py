@@ -19,9 +19,11 @@ QUANTITIES = {
     "featurize s": ("featurize", "featurize_s"),
     "featurize peak RSS MB": ("featurize", "peak_rss_mb"),
     "ours train s": ("ours", "train_s"),
+    "ours train CPU s": ("ours", "train_cpu_s"),
     "ours predict ms/1k docs": ("ours", "predict_ms_per_1k_docs"),
     "ours peak RSS MB": ("ours", "peak_rss_mb"),
     "pecos train s": ("pecos", "train_s"),
+    "pecos train CPU s": ("pecos", "train_cpu_s"),
     "pecos predict ms/1k docs": ("pecos", "predict_ms_per_1k_docs"),
     "pecos peak RSS MB": ("pecos", "peak_rss_mb"),
 }
@@ -37,14 +39,20 @@ def step_of(size: dict[str, Any], step: str) -> dict[str, Any]:
     return size.get("methods", {}).get(step, {})
 
 
-def points(sizes: list[dict[str, Any]], step: str, key: str) -> np.ndarray:
-    """(n, 3) rows ``labels, docs, value`` of the sizes where ``step`` succeeded."""
-    rows = []
+def rows(sizes: list[dict[str, Any]], step: str, key: str) -> list[tuple[int, int, float, str]]:
+    """``(labels, docs, value, size name)`` of the sizes where ``step`` succeeded."""
+    out = []
     for size in sizes:
         run = step_of(size, step)
         if run.get("status") == "ok" and run.get(key) is not None and "n_labels" in size:
-            rows.append((size["n_labels"], size["n_train"], float(run[key])))
-    return np.array(rows, dtype=np.float64).reshape(-1, 3)
+            out.append((size["n_labels"], size["n_train"], float(run[key]), size["name"]))
+    return out
+
+
+def points(sizes: list[dict[str, Any]], step: str, key: str) -> np.ndarray:
+    """(n, 3) rows ``labels, docs, value`` of the sizes where ``step`` succeeded."""
+    found = [r[:3] for r in rows(sizes, step, key)]
+    return np.array(found, dtype=np.float64).reshape(-1, 3)
 
 
 def fit(pts: np.ndarray) -> dict[str, Any] | None:
@@ -74,8 +82,29 @@ def fit(pts: np.ndarray) -> dict[str, Any] | None:
 
 
 def fits(sizes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every quantity of :data:`QUANTITIES` fitted over ``sizes``."""
-    return {name: fit(points(sizes, *where)) for name, where in QUANTITIES.items()}
+    """Every quantity of :data:`QUANTITIES` fitted over ``sizes``, and its exponents between
+    sizes that differ in one dimension only (``pairs``)."""
+    out = {name: fit(points(sizes, *where)) for name, where in QUANTITIES.items()}
+    pairs = {name: pair_exponents(rows(sizes, *where)) for name, where in QUANTITIES.items()}
+    return out | {"pairs": {name: p for name, p in pairs.items() if p}}
+
+
+def pair_exponents(found: list[tuple[int, int, float, str]]) -> list[dict[str, Any]]:
+    """``d log value / d log size`` between two sizes whose labels (or documents) are within
+    5% of each other while the documents (labels) grow at least 1.5x: the cleanest exponent in
+    one dimension, free of the other and of the smaller sizes' fixed costs."""
+    out = []
+    for i, (l1, d1, y1, a) in enumerate(found):
+        for l2, d2, y2, b in found[i + 1 :]:
+            for vary, same, (x1, x2) in (
+                ("docs", (l1, l2), (d1, d2)),
+                ("labels", (d1, d2), (l1, l2)),
+            ):
+                steady = abs(np.log(same[1] / same[0])) < np.log(1.05)
+                if steady and abs(np.log(x2 / x1)) >= np.log(1.5) and y1 > 0 and y2 > 0:
+                    e = float(np.log(y2 / y1) / np.log(x2 / x1))
+                    out.append({"vary": vary, "from": a, "to": b, "exponent": e})
+    return out
 
 
 def estimate(sizes: list[dict[str, Any]], step: str, key: str, labels: int, docs: int) -> Any:
@@ -102,16 +131,6 @@ def estimate(sizes: list[dict[str, Any]], step: str, key: str, labels: int, docs
 
 
 # ---------------------------------------------------------------- plot
-def _named(sizes: list[dict[str, Any]], step: str, key: str, axis: int) -> list[tuple]:
-    """(x, y, size name) of the sizes where ``step`` succeeded: x labels (0) or docs (1)."""
-    out = []
-    for size in sizes:
-        run = step_of(size, step)
-        if run.get("status") == "ok" and run.get(key) is not None:
-            out.append((size["n_labels" if axis == 0 else "n_train"], run[key], size["name"]))
-    return out
-
-
 def plot(sizes: list[dict[str, Any]], path: Path) -> None:
     """Time and peak RSS vs documents and vs labels (log-log), ours and PECOS (and our
     featurization), as a PNG at ``path`` (written through a temporary name)."""
@@ -134,10 +153,9 @@ def plot(sizes: list[dict[str, Any]], path: Path) -> None:
                 pts = points(sizes, step, key)
                 if len(pts):
                     ax.loglog(pts[:, axis], pts[:, 2], marker="o", label=label)
-                for x, y, name in _named(sizes, step, key, axis) if step == "ours" else ():
-                    ax.annotate(
-                        name, (x, y), fontsize=7, xytext=(4, -10), textcoords="offset points"
-                    )
+                for *xy, y, size in rows(sizes, step, key) if step == "ours" else ():
+                    at = (xy[axis], y)
+                    ax.annotate(size, at, fontsize=7, xytext=(4, -10), textcoords="offset points")
             ax.set_xlabel(name)
             ax.set_ylabel("seconds" if what == "time" else "peak RSS (MB)")
             ax.grid(True, which="both", alpha=0.3)
@@ -206,11 +224,26 @@ def fit_table(all_fits: dict[str, Any]) -> list[str]:
     return lines
 
 
+def pair_table(pairs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The exponents between sizes that differ in labels only or in documents only."""
+    lines = ["| quantity | grows with | from | to | exponent |", "|---|---|---|---|---:|"]
+    for name, found in pairs.items():
+        for p in found:
+            lines.append(
+                f"| {name} | {p['vary']} | {p['from']} | {p['to']} | {p['exponent']:.2f} |"
+            )
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The summary: sizes table, exponents, the largest size within the limits, skipped sizes."""
     sizes = report["sizes"]
     lines = ["### Scaling: results", "", *size_table(sizes), "", "Fitted growth exponents:", ""]
-    lines += fit_table(report["fits"])
+    all_fits = dict(report["fits"])
+    pairs = all_fits.pop("pairs", {})
+    lines += fit_table(all_fits)
+    if pairs:
+        lines += ["", "Between sizes that differ in one dimension only:", "", *pair_table(pairs)]
     limits = report["limits"]
     lines += ["", f"Largest size within {limits['memory_gib']:g} GiB on {limits['cores']} cores:"]
     for method, name in report["largest_ok"].items():

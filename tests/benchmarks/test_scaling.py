@@ -67,7 +67,8 @@ def test_estimate_without_a_fit_grows_with_the_larger_ratio() -> None:
 def test_tiny_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "scaling.json"
     argv = [
-        "--sizes", "300x600,50kx600,100kx200k", "--methods", "ours", "--timeout", "120",
+        "--sizes", "300x600,50kx600,100kx200k", "--methods", "ours", "--test-docs", "200",
+        "--timeout", "120",
         "--workdir", str(tmp_path / "work"), "--out", str(out),
     ]  # fmt: skip
     assert scaling.main(argv) == 0
@@ -75,7 +76,7 @@ def test_tiny_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert report["command"] == "python benchmarks/scaling.py " + " ".join(argv)
     assert report["git_start"]["head"] and "peers_venv" not in report["machine"]
     ran, cannot, skipped = report["sizes"]
-    assert ran["status"] == "ok" and (ran["n_train"], ran["n_test"]) == (600, 600)
+    assert ran["status"] == "ok" and (ran["n_train"], ran["n_test"]) == (600, 200)
     assert 270 <= ran["n_labels"] <= 330  # about the 300 asked for
     assert ran["spec"]["zipf_exponent"] == 0.75 and ran["spec"]["vectorized"] is True
     assert ran["generate"]["status"] == "ok" and ran["generate"]["docs_per_s"] > 0
