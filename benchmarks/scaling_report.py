@@ -81,12 +81,41 @@ def fit(pts: np.ndarray) -> dict[str, Any] | None:
     ), "log_intercept_along": float(intercept)}  # fmt: skip
 
 
+def linear_fit(pts: np.ndarray) -> dict[str, Any] | None:
+    """Least squares of ``value = base + a * labels + b * docs`` through ``pts`` (rows labels,
+    docs, value): how memory grows, a fixed part (interpreter, imports) plus a cost per label
+    and per document. None unless three sizes span both dimensions."""
+    if len(pts) < 3:
+        return None
+    design = np.column_stack([np.ones(len(pts)), pts[:, 0], pts[:, 1]])
+    if np.linalg.matrix_rank(np.log(design[:, 1:]), tol=1e-6) < 2:
+        return None
+    coef, *_ = np.linalg.lstsq(design, pts[:, 2], rcond=None)
+    resid = (pts[:, 2] - design @ coef) / pts[:, 2]
+    return {
+        "base": float(coef[0]),
+        "per_1k_labels": float(1000 * coef[1]),
+        "per_1k_docs": float(1000 * coef[2]),
+        "n_points": len(pts),
+        "max_rel_residual": float(np.abs(resid).max()),
+    }
+
+
 def fits(sizes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every quantity of :data:`QUANTITIES` fitted over ``sizes``, and its exponents between
-    sizes that differ in one dimension only (``pairs``)."""
+    """Every quantity of :data:`QUANTITIES` fitted over ``sizes``; its exponents between sizes
+    that differ in one dimension only (``pairs``); peak RSS also as base + per label + per doc
+    (``linear``)."""
     out = {name: fit(points(sizes, *where)) for name, where in QUANTITIES.items()}
     pairs = {name: pair_exponents(rows(sizes, *where)) for name, where in QUANTITIES.items()}
-    return out | {"pairs": {name: p for name, p in pairs.items() if p}}
+    linear = {
+        name: linear_fit(points(sizes, *where))
+        for name, where in QUANTITIES.items()
+        if where[1] == "peak_rss_mb"
+    }
+    return out | {
+        "pairs": {name: p for name, p in pairs.items() if p},
+        "linear": {name: f for name, f in linear.items() if f},
+    }
 
 
 def pair_exponents(found: list[tuple[int, int, float, str]]) -> list[dict[str, Any]]:
@@ -103,16 +132,21 @@ def pair_exponents(found: list[tuple[int, int, float, str]]) -> list[dict[str, A
                 steady = abs(np.log(same[1] / same[0])) < np.log(1.05)
                 if steady and abs(np.log(x2 / x1)) >= np.log(1.5) and y1 > 0 and y2 > 0:
                     e = float(np.log(y2 / y1) / np.log(x2 / x1))
-                    out.append({"vary": vary, "from": a, "to": b, "exponent": e})
+                    low, high = (a, b) if x1 < x2 else (b, a)
+                    out.append({"vary": vary, "from": low, "to": high, "exponent": e})
     return out
 
 
 def estimate(sizes: list[dict[str, Any]], step: str, key: str, labels: int, docs: int) -> Any:
     """(value, how) of ``step``'s ``key`` at a size not yet run: from the fit in labels and
-    documents when there is one, else from the largest size run, the part above BASE_RSS_MB
-    (memory) or all of it (time) grown in proportion to the larger of the two size ratios.
-    (None, why) without a size run."""
+    documents when there is one (memory: :func:`linear_fit`, time: the power law), else from
+    the largest size run, the part above BASE_RSS_MB (memory) or all of it (time) grown in
+    proportion to the larger of the two size ratios. (None, why) without a size run."""
     pts = points(sizes, step, key)
+    lin = linear_fit(pts) if key == "peak_rss_mb" else None
+    if lin is not None:
+        value = lin["base"] + (lin["per_1k_labels"] * labels + lin["per_1k_docs"] * docs) / 1000
+        return float(value), f"base + per label + per doc, fitted over {lin['n_points']} sizes"
     f = fit(pts)
     if f is not None and "labels_exponent" in f:
         value = np.exp(
@@ -240,8 +274,17 @@ def markdown(report: dict[str, Any]) -> str:
     sizes = report["sizes"]
     lines = ["### Scaling: results", "", *size_table(sizes), "", "Fitted growth exponents:", ""]
     all_fits = dict(report["fits"])
-    pairs = all_fits.pop("pairs", {})
+    pairs, linear = all_fits.pop("pairs", {}), all_fits.pop("linear", {})
     lines += fit_table(all_fits)
+    if linear:
+        lines += ["", "Peak RSS as base + per label + per document (least squares):", ""]
+        lines += ["| step | base MB | MB per 1k labels | MB per 1k docs | max rel. residual |"]
+        lines += ["|---|---:|---:|---:|---:|"]
+        for name, f in linear.items():
+            lines.append(
+                f"| {name} | {f['base']:.0f} | {f['per_1k_labels']:.2f} | "
+                f"{f['per_1k_docs']:.2f} | {f['max_rel_residual']:.3f} |"
+            )
     if pairs:
         lines += ["", "Between sizes that differ in one dimension only:", "", *pair_table(pairs)]
     limits = report["limits"]

@@ -37,18 +37,32 @@ def _size(name: str, labels: int, docs: int, **steps: float) -> dict:
 
 
 def test_fit_recovers_the_exponents_in_labels_and_documents() -> None:
-    # train s = 2e-3 * L^0.3 * D^1.0, peak RSS = 0.05 * L^0.5 * D^0.8
-    grid = [(1e4, 1e4), (1e5, 1e5), (1e5, 1e6), (1e4, 1e5)]
+    # train s = 2e-3 * L^0.3 * D^1.0; peak RSS = 200 MB + 4 MB per 1k labels + 8 per 1k docs
+    grid = {"10kx10k": (1e4, 1e4), "100kx100k": (1e5, 1e5), "100kx1M": (1e5, 1e6)}
+    grid["10kx100k"] = (1e4, 1e5)
     sizes = [
-        _size(f"{n:g}x{d:g}", int(n), int(d), t=2e-3 * n**0.3 * d, m=0.05 * n**0.5 * d**0.8)
-        for n, d in grid
+        _size(name, int(n), int(d), t=2e-3 * n**0.3 * d, m=200 + 4e-3 * n + 8e-3 * d)
+        for name, (n, d) in grid.items()
     ]
     f = scaling_report.fit(scaling_report.points(sizes, "ours", "train_s"))
     assert f["labels_exponent"] == pytest.approx(0.3) and f["docs_exponent"] == pytest.approx(1.0)
-    value, how = scaling_report.estimate(sizes, "ours", "peak_rss_mb", 1_000_000, 1_000_000)
-    assert value == pytest.approx(0.05 * 1e6**0.5 * 1e6**0.8) and how.startswith("power-law")
+    value, how = scaling_report.estimate(sizes, "ours", "train_s", 1_000_000, 1_000_000)
+    assert value == pytest.approx(2e-3 * 1e6**0.3 * 1e6) and how.startswith("power-law")
+    rss, how = scaling_report.estimate(sizes, "ours", "peak_rss_mb", 1_000_000, 1_000_000)
+    assert rss == pytest.approx(200 + 4000 + 8000) and how.startswith("base + per label")
+    linear = scaling_report.fits(sizes)["linear"]["ours peak RSS MB"]
+    assert [linear[k] for k in ("base", "per_1k_labels", "per_1k_docs")] == pytest.approx(
+        [200, 4, 8]
+    )
     diagonal = scaling_report.fit(scaling_report.points(sizes[:2], "ours", "train_s"))
     assert diagonal["along_line_exponent"] == pytest.approx(1.3)  # 0.3 + 1.0, not separable
+    pairs = scaling_report.fits(sizes)["pairs"]["ours train s"]
+    assert {(p["vary"], p["from"], p["to"]) for p in pairs} == {
+        ("docs", "100kx100k", "100kx1M"),
+        ("docs", "10kx10k", "10kx100k"),
+        ("labels", "10kx100k", "100kx100k"),
+    }
+    assert {round(p["exponent"], 6) for p in pairs} == {1.0, 0.3}
 
 
 def test_estimate_without_a_fit_grows_with_the_larger_ratio() -> None:
