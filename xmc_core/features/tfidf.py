@@ -50,8 +50,10 @@ class TfidfVectorizer:
         return len(self.vocabulary_)
 
     def fit_stats(self, stats: TermStats) -> TfidfVectorizer:
-        """Select the vocabulary and compute idf from corpus-wide statistics."""
-        stats = stats.sorted()
+        """Select the vocabulary and compute idf from corpus-wide statistics.
+
+        The terms are selected first and only the selected ones sorted (a million documents
+        hold some 50M distinct terms, of which ``max_features`` are kept)."""
         cfg, n = self.tfidf, stats.n_docs
         max_count = cfg.max_df if isinstance(cfg.max_df, int) else cfg.max_df * n
         min_count = cfg.min_df if isinstance(cfg.min_df, int) else cfg.min_df * n
@@ -59,15 +61,12 @@ class TfidfVectorizer:
             raise XmcError(
                 f"max_df ({cfg.max_df}) keeps fewer documents than min_df ({cfg.min_df})"
             )
-        keep = (stats.df >= min_count) & (stats.df <= max_count)
-        if cfg.max_features is not None and keep.sum() > cfg.max_features:
-            kept = np.flatnonzero(keep)
-            order = np.argsort(-stats.tf[kept], kind="stable")[: cfg.max_features]
-            keep = np.zeros_like(keep)
-            keep[kept[order]] = True
-        if not keep.any():
+        kept = np.flatnonzero((stats.df >= min_count) & (stats.df <= max_count))
+        if cfg.max_features is not None and len(kept) > cfg.max_features:
+            kept = _most_frequent(stats, kept, cfg.max_features)
+        if not len(kept):
             raise XmcError(self._no_term_message(stats))
-        idx = np.flatnonzero(keep)
+        idx = kept[pc.sort_indices(stats.terms.take(pa.array(kept))).to_numpy()]
         df = stats.df[idx]
         idf = np.log((1.0 + n) / (1.0 + df) if cfg.smooth_idf else n / df) + 1.0
         self.vocabulary_ = stats.terms.take(pa.array(idx))
@@ -162,3 +161,14 @@ class TfidfVectorizer:
         vec.idf_ = load_arrays(folder / "idf.npz")["idf"]
         vec.n_docs_ = n_docs
         return vec
+
+
+def _most_frequent(stats: TermStats, kept: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` terms at ``kept`` of highest ``tf``, ties broken by term (code-point) order,
+    as scikit-learn's ``max_features``: those above the k-th highest tf, then the first of
+    those equal to it, in term order."""
+    tf = stats.tf[kept]
+    threshold = -np.partition(-tf, k - 1)[k - 1]
+    above, tied = kept[tf > threshold], kept[tf == threshold]
+    first = pc.sort_indices(stats.terms.take(pa.array(tied))).to_numpy()[: k - len(above)]
+    return np.concatenate([above, tied[first]])
