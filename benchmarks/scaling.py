@@ -186,6 +186,15 @@ def run_size(size: dict[str, Any], work: Path, args: argparse.Namespace) -> None
         size["reason"] = "; ".join(reasons)
 
 
+def brief_estimates(size: dict[str, Any]) -> str:
+    """The estimated peak RSS and wall time of each step of ``size``, on one line."""
+    parts = []
+    for step, e in size.get("estimates", {}).items():
+        if e["peak_rss_mb"] is not None:
+            parts.append(f"{step} {e['peak_rss_mb'] / 1024:.1f} GiB {e['process_wall_s']:.0f} s")
+    return ", ".join(parts) or "nothing (no earlier size)"
+
+
 def brief(run: dict[str, Any]) -> str:
     """One progress line of a step."""
     if run["status"] != "ok":
@@ -243,7 +252,7 @@ def bench_size(
         if not args.force:
             size["status"], size["reason"] = "skipped", why
     if "status" not in size:
-        print(f"{name}: {size['spec']['n_domains']} domains, running", flush=True)
+        print(f"{name}: running; estimated {brief_estimates(size)}", flush=True)
         work = tmp / name
         work.mkdir()
         run_size(size, work, args)
@@ -276,7 +285,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parse_size(s)
     except ValueError as e:
         p.error(str(e))
-    if "pecos" in args.methods and not args.peers_python.exists():
+    if "pecos" in args.methods and not args.report and not args.peers_python.exists():
         p.error(f"no peers venv at {args.peers_python}: run `make peers-venv` or --methods ours")
     return args
 
