@@ -49,7 +49,7 @@ def test_readme_python_example_runs_and_prints_what_it_says(tmp_path: Path) -> N
     finally:
         os.chdir(cwd)
     assert out.getvalue().splitlines() == said
-    assert said[0] == "[['cats', 'dogs'], ['dogs', 'fish'], ['fish', 'cats']]" and said[1] == "1.0"
+    assert said[0] == "[['cats', 'fish'], ['dogs', 'fish'], ['fish', 'cats']]" and said[1] == "1.0"
     loaded = XmcClassifier.load(tmp_path / "models" / "pets")
     assert loaded.model_.labels.names.to_pylist() == ["cats", "dogs", "fish"]
 

@@ -54,8 +54,8 @@ class TermStats:
         Terms are merged in up to ``groups`` groups of byte lengths holding about as many
         entries each (a term's length puts it in one group), so the hash table of the distinct
         terms is built for one group at a time: at 100k documents, merging 7.7M partition-local
-        terms (5.6M distinct) takes 0.65 GB above its inputs instead of 1.1 GB. Terms come in group order, first-seen
-        order within a group.
+        terms (5.6M distinct) takes 0.65 GB above its inputs instead of 1.1 GB. Terms come in
+        group order, first-seen order within a group.
         """
         lengths = [pc.binary_length(p.terms).to_numpy(zero_copy_only=False) for p in parts]
         counts = np.bincount(np.concatenate(lengths)) if parts else np.zeros(1)
