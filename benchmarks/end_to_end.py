@@ -308,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "command": shlex.join(["python", "benchmarks/end_to_end.py", *given]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": bench_common.machine_info(args.peers_python, ("libpecos", "numpy", "scipy")),
+        "machine": bench_common.machine_info(
+            args.peers_python if "pecos" in args.methods else None, ("libpecos", "numpy", "scipy")
+        ),
         "git_start": bench_common.git_state(),
         "settings": {k: str(v) for k, v in vars(args).items()},
         "xmc_config": XmcConfig().model_dump(mode="json"),

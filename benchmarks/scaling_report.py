@@ -168,12 +168,12 @@ def estimate(sizes: list[dict[str, Any]], step: str, key: str, labels: int, docs
 def plot(sizes: list[dict[str, Any]], path: Path) -> None:
     """Time and peak RSS vs documents and vs labels (log-log), ours and PECOS (and our
     featurization), as a PNG at ``path`` (written through a temporary name)."""
-    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+    fig = Figure(figsize=(11, 8.5))  # no pyplot: no global figure state, no GUI backend
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 2)
     series = {
         "time": [("ours", "train_s", "ours train"), ("pecos", "train_s", "PECOS train"),
                  ("featurize", "featurize_s", "our featurize")],
@@ -198,7 +198,6 @@ def plot(sizes: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
     fig.savefig(tmp, dpi=110)
-    plt.close(fig)
     os.replace(tmp, path)
 
 
