@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.svm import LinearSVC
 
 from xmc_core.config import RankerConfig
-from xmc_core.linear import solver
+from xmc_core.linear import _batch, solver
 from xmc_core.linear.solver import train_level
 from xmc_core.progress import RateLog, duration
 
@@ -231,7 +231,7 @@ def test_long_levels_log_the_nodes_done(monkeypatch, caplog) -> None:
     quiet = train_level(X, Y, C, M.tocsr(), cfg)
     ticks = iter(range(10, 1000, 10))  # every clock reading 10 s after the previous one
     monkeypatch.setattr(solver, "RateLog", partial(RateLog, clock=lambda: next(ticks)))
-    monkeypatch.setattr(solver, "CHUNK_SLOTS", 1)  # one group per chunk: 6 progress updates
+    monkeypatch.setattr(_batch, "CHUNK_SLOTS", 1)  # one group per chunk: 6 progress updates
     with caplog.at_level(logging.INFO, logger=solver.log.name):
         logged = train_level(X, Y, C, M.tocsr(), cfg, what="level 3")
     # a node every 10 s, the biggest problems first: after 30 s, parents 0-2's nodes are

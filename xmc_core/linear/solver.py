@@ -19,9 +19,9 @@ as PECOS's) with |w| < cfg.threshold are pruned.
 Parents are processed in batches of bounded memory: each batch copies its parents' rows into
 local blocks with renumbered features, then solves groups of up to 16 sibling nodes in
 parallel (numba threads), each group in lockstep over its parent's rows (one pass over a row
-serves every sibling: :mod:`xmc_core.linear._dual_cd`). The batches are independent
-(:class:`LevelJob`): a mapper (:mod:`xmc_core.linear.level_batches`) trains them in this
-process or elsewhere (a Dask cluster: ``tasks/dask_ranker.py``).
+serves every sibling: :mod:`xmc_core.linear._batch`, :mod:`xmc_core.linear._dual_cd`). The
+batches are independent (:class:`LevelJob`): a mapper (:mod:`xmc_core.linear.level_batches`)
+trains them in this process or elsewhere (a Dask cluster: ``tasks/dask_ranker.py``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import logging
 import math
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
+from xmc_core.linear._batch import Level, assemble, parent_entries, train_batch
 from xmc_core.linear.level_batches import BatchMapper, Pieces, current_mapper
 from xmc_core.progress import RateLog
 
@@ -44,19 +44,6 @@ log = logging.getLogger(__name__)
 
 BATCH_ENTRIES = 1 << 22
 """Soft cap per batch of parents on the local row entries and on the weight slots."""
-CHUNK_SLOTS = 1 << 22
-"""Soft cap on the weight slots (8 bytes each, before pruning) of the nodes solved at once."""
-
-
-@dataclass(frozen=True)
-class _Level:
-    """The validated inputs of one level, in the layouts the kernels read."""
-
-    X: sp.csr_matrix  # (n_docs, n_features) float32, int32 indices, int64 indptr
-    Y: sp.csc_matrix  # (n_docs, K) binary, sorted int64 indices
-    R: sp.csc_matrix  # (n_docs, K) weights (empty when not given)
-    M: sp.csc_matrix  # (n_docs, P) binary, sorted int64 indices
-    parent: np.ndarray  # (K,) int64
 
 
 @dataclass(frozen=True)
@@ -69,7 +56,7 @@ class LevelJob:
     (seed, node)).
     """
 
-    level: _Level  # the validated inputs (what a remote worker needs)
+    level: Level  # the validated inputs (what a remote worker needs)
     params: tuple  # the kernels' parameters
     batches: list[np.ndarray]  # parents (int64) per batch
     parent_entries: np.ndarray  # (P,) int64: entries of each parent's block (its work)
@@ -104,11 +91,11 @@ class LevelJob:
         if progress is None:  # a log that never speaks
             progress = RateLog(log, "", total=0, every_s=math.inf)
         level = self.level if nodes is None else _only(self.level, nodes)
-        return _train_batch(level, parents, self.params, progress)
+        return train_batch(level, parents, self.params, progress)
 
     def assemble(self, pieces: list[Pieces]) -> sp.csc_matrix:
         """W: csc (n_features + 1, K) from the pieces of the batches (in any order)."""
-        return _assemble(pieces, self.n_rows, self.n_nodes)
+        return assemble(pieces, self.n_rows, self.n_nodes)
 
 
 def train_level(
@@ -171,10 +158,10 @@ def plan_level(
         float(cfg.threshold),
     )
     batches = _plan_batches(level)
-    return LevelJob(level, params, batches, _parent_entries(level), n_features + 1)
+    return LevelJob(level, params, batches, parent_entries(level), n_features + 1)
 
 
-def _only(level: _Level, nodes: np.ndarray) -> _Level:
+def _only(level: Level, nodes: np.ndarray) -> Level:
     """``level`` with every node but ``nodes`` moved under an extra parent that no document
     joins, so a batch solves only ``nodes`` of its parents' children; node ids and their
     parents (hence the order their rows are visited in, and their results) stay."""
@@ -188,7 +175,7 @@ def _only(level: _Level, nodes: np.ndarray) -> _Level:
 
 def _validate(
     X: sp.spmatrix, Y: sp.spmatrix, C: sp.spmatrix, M: sp.spmatrix, R: sp.spmatrix | None
-) -> _Level:
+) -> Level:
     """Check shapes, and convert every matrix to the canonical layout the kernels read."""
     n_docs, _ = X.shape
     n_nodes, n_parents = C.shape
@@ -208,7 +195,7 @@ def _validate(
     Xc.indices = Xc.indices.astype(np.int32, copy=False)
     Xc.indptr = Xc.indptr.astype(np.int64, copy=False)
     Rc = sp.csc_matrix((n_docs, n_nodes)) if R is None else sp.csc_matrix(R, copy=True)
-    return _Level(
+    return Level(
         X=Xc,
         Y=_int64_csc(_pattern(sp.csc_matrix(Y))),
         R=_int64_csc(Rc.astype(np.float64)),
@@ -234,14 +221,14 @@ def _int64_csc(A: sp.csc_matrix) -> sp.csc_matrix:
     return A
 
 
-def _plan_batches(level: _Level) -> list[np.ndarray]:
+def _plan_batches(level: Level) -> list[np.ndarray]:
     """Parents (int64 arrays) grouped so each batch holds about ``BATCH_ENTRIES`` entries.
 
     Parents without children or without documents are left out: their nodes get no weights.
     """
     n_parents = level.M.shape[1]
     children = np.bincount(level.parent, minlength=n_parents)
-    nnz = _parent_entries(level)
+    nnz = parent_entries(level)
     slots = children * (np.minimum(nnz, level.X.shape[1]) + 1)
     batches: list[np.ndarray] = []
     current: list[int] = []
@@ -256,153 +243,3 @@ def _plan_batches(level: _Level) -> list[np.ndarray]:
     if current:
         batches.append(np.array(current, dtype=np.int64))
     return batches
-
-
-def _parent_entries(level: _Level) -> np.ndarray:
-    """Nonzeros of X over the documents of each parent: int64 (P,), the size of its block."""
-    cumulative = _offsets(np.diff(level.X.indptr)[level.M.indices])
-    return cumulative[level.M.indptr[1:]] - cumulative[level.M.indptr[:-1]]
-
-
-def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[k], starts[k] + lengths[k])`` over k, as int64."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(np.asarray(starts, dtype=np.int64) - offsets, lengths) + np.arange(
-        lengths.sum(), dtype=np.int64
-    )
-
-
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    """(len(counts) + 1,) int64 prefix sums starting at 0."""
-    out = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out
-
-
-def _gather(level: _Level, parents: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Local blocks of ``parents`` (n_b,): the ``local`` tuple of ``kernels.solve_jobs``."""
-    X, M = level.X, level.M
-    n_rows = np.diff(M.indptr)[parents]
-    row_start = _offsets(n_rows)
-    docs = M.indices[_segments(M.indptr[parents], n_rows)]
-    indptr = _offsets(np.diff(X.indptr)[docs])
-    nnz = indptr[row_start[1:]] - indptr[row_start[:-1]]
-    feat_start = _offsets(np.minimum(nnz, X.shape[1]))
-    marker = np.full(X.shape[1], -1, dtype=np.int32)
-    idx = np.empty(indptr[-1], dtype=np.uint32)  # unsigned: no negative-index checks
-    val = np.empty(indptr[-1], dtype=np.float32)
-    sqnorm = np.empty(docs.size, dtype=np.float64)
-    feat_map = np.empty(feat_start[-1], dtype=np.int32)
-    n_local = np.zeros(parents.size, dtype=np.int64)
-    kernels.gather_parents(
-        row_start, docs, indptr, X.indptr, X.indices, X.data, feat_start, marker,
-        idx, val, sqnorm, feat_map, n_local,
-    )  # fmt: skip
-    return row_start, docs, indptr, idx, val, sqnorm, feat_start, n_local, feat_map
-
-
-def _groups(level: _Level, slot_of_parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sibling groups of a batch: (slot int64 (G,), nodes int64 (G, LANES), -1 padded).
-
-    The children of each parent (in node order) are split evenly into groups of at most
-    ``LANES``; a level with a single parent (the root) splits its children into at least two
-    groups, so two threads share it. The split depends on the tree only, not on the batches
-    or the thread count.
-    """
-    nodes = np.flatnonzero(slot_of_parent[level.parent] >= 0)
-    slots = slot_of_parent[level.parent[nodes]]
-    order = np.argsort(slots, kind="stable")
-    nodes, slots = nodes[order], slots[order]
-    single_parent = level.M.shape[1] == 1
-    slot_list, rows = [], []
-    for part in np.split(np.arange(nodes.size), np.flatnonzero(np.diff(slots)) + 1):
-        if part.size == 0:
-            continue
-        n_groups = -(-part.size // kernels.LANES)
-        if single_parent:
-            n_groups = max(n_groups, min(part.size, 2))
-        for members in np.array_split(part, n_groups):
-            row = np.full(kernels.LANES, -1, dtype=np.int64)
-            row[: members.size] = nodes[members]
-            rows.append(row)
-            slot_list.append(slots[members[0]])
-    if not rows:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, kernels.LANES), dtype=np.int64)
-    return np.array(slot_list, dtype=np.int64), np.stack(rows)
-
-
-def _train_batch(
-    level: _Level, parents: np.ndarray, params: tuple, progress: RateLog
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Train the children of ``parents``; returns (nodes, counts, rows, values) in job order.
-    Counts the nodes solved into ``progress``."""
-    local = _gather(level, parents)
-    row_start, indptr, n_local = local[0], local[2], local[7]
-    slot_of_parent = np.full(level.M.shape[1], -1, dtype=np.int64)
-    slot_of_parent[parents] = np.arange(parents.size)
-    slots, nodes = _groups(level, slot_of_parent)
-    lanes = np.count_nonzero(nodes >= 0, axis=1)
-    # Largest problems first, so the dynamic schedule balances the threads.
-    work = (indptr[row_start[1:]] - indptr[row_start[:-1]])[slots] * lanes
-    order = np.argsort(-work, kind="stable")
-    slots, nodes, lanes, work = slots[order], nodes[order], lanes[order], work[order]
-    labels = (level.Y.indptr, level.Y.indices, level.R.indptr, level.R.indices, level.R.data)
-    # Each group's weights are (n_local + 1) x width float32 before pruning: solve the groups in
-    # chunks of about CHUNK_SLOTS of them, so a parent with many children and a large feature
-    # set does not need them all at once; the kept weights are copied out after every chunk.
-    width = np.where(lanes <= 8, lanes, kernels.LANES)
-    size = (n_local[slots] + 1) * width
-    chunk_id = _offsets(size)[:-1] // CHUNK_SLOTS
-    results = []
-    for chunk in np.split(np.arange(slots.size), np.flatnonzero(np.diff(chunk_id)) + 1):
-        w_start = _offsets(size[chunk])
-        weights = np.zeros(w_start[-1], dtype=np.float32)
-        groups = (slots[chunk], parents[slots[chunk]], nodes[chunk], w_start[:-1])
-        with numba.parallel_chunksize(1):
-            kernels.solve_groups(groups, local, labels, params, weights)
-        results.append(_kept(groups, local, params, weights))
-        progress.update(int(lanes[chunk].sum()), work=int(work[chunk].sum()))
-    joined = [np.concatenate(parts) for parts in zip(*results, strict=True)]
-    return joined[0], joined[1], joined[2], joined[3]
-
-
-def _kept(
-    groups: tuple[np.ndarray, ...],
-    local: tuple[np.ndarray, ...],
-    params: tuple,
-    weights: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(nodes, counts, rows, values) of the weights the solved ``groups`` keep."""
-    nodes = groups[2]
-    member = nodes >= 0
-    counts = np.zeros(nodes.shape, dtype=np.int64)
-    none = np.zeros(0, dtype=np.int32)
-    kernels.kept_weights(
-        groups, local, params, weights, counts, none, none.view(np.float32), counts
-    )
-    start = _offsets(counts.ravel())
-    out_idx = np.empty(start[-1], dtype=np.int32)
-    out_val = np.empty(start[-1], dtype=np.float32)
-    out_start = start[:-1].reshape(counts.shape)
-    kernels.kept_weights(groups, local, params, weights, out_start, out_idx, out_val, counts)
-    return nodes[member], counts[member], out_idx, out_val
-
-
-def _assemble(pieces: list[tuple[np.ndarray, ...]], n_rows: int, n_nodes: int) -> sp.csc_matrix:
-    """Stack the batches' (nodes, counts, rows, values) into W: csc (n_rows, n_nodes)."""
-    if not pieces:
-        return sp.csc_matrix((n_rows, n_nodes), dtype=np.float32)
-    nodes, counts, rows, values = (np.concatenate(parts) for parts in zip(*pieces, strict=True))
-    order = np.argsort(nodes, kind="stable")
-    take = _segments((np.cumsum(counts) - counts)[order], counts[order])
-    per_node = np.zeros(n_nodes, dtype=np.int64)
-    per_node[nodes] = counts
-    indptr = _offsets(per_node)
-    index_dtype = np.int32 if indptr[-1] < 2**31 else np.int64
-    W = sp.csc_matrix(
-        (values[take], rows[take].astype(index_dtype), indptr.astype(index_dtype)),
-        shape=(n_rows, n_nodes),
-    )
-    W.sort_indices()  # local features are numbered in order of first appearance
-    return W
