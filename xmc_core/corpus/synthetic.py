@@ -36,11 +36,11 @@ from xmc_core.corpus.synthetic_spec import (
     cdf,
     label_name_list,
     label_word_table,
+    make_vocabulary,
     spec_rng,
     word_cdf,
     zipf,
 )
-from xmc_core.corpus.synthetic_words import make_words
 
 __all__ = ["SyntheticDoc", "SyntheticSpec", "generate_split", "label_names", "label_texts"]
 
@@ -71,16 +71,13 @@ class _World:
 def _build_world(spec: SyntheticSpec) -> _World:
     """Vocabulary, label popularity and word distributions of ``spec`` (cached per spec)."""
     rng = spec_rng(spec, "world")
-    seen: set[str] = set()
-    noise = sorted(make_words(rng, spec.noise_words, (1, 2), seen), key=len)
-    domain = make_words(rng, spec.n_domains * spec.domain_words, (2, 3), seen)
-    topic = make_words(rng, spec.n_topics * spec.topic_words, (2, 3), seen)
-    own = make_words(rng, spec.n_labels * spec.label_words, (2, 3), seen)
-    vocab = tuple(noise + domain + topic + own)
-    start = np.cumsum([0, len(noise), len(domain), len(topic)])
-    domain_ids = (start[1] + np.arange(len(domain))).reshape(spec.n_domains, spec.domain_words)
-    topic_ids = (start[2] + np.arange(len(topic))).reshape(spec.n_topics, spec.topic_words)
-    own_ids = (start[3] + np.arange(len(own))).reshape(spec.n_labels, spec.label_words)
+    vocabulary = make_vocabulary(spec, rng)
+    vocab = tuple(vocabulary.words)
+    domain_ids, topic_ids, own_ids = (
+        vocabulary.domain_ids,
+        vocabulary.topic_ids,
+        vocabulary.own_ids,
+    )
     popularity = zipf(spec.n_labels, spec.zipf_exponent)[rng.permutation(spec.n_labels)]
     label_topic = np.arange(spec.n_labels) // spec.labels_per_topic
     word_ids = np.concatenate(
@@ -108,7 +105,7 @@ def _build_world(spec: SyntheticSpec) -> _World:
         topic_popularity=popularity.reshape(spec.n_topics, -1).sum(axis=1),
         word_ids=word_ids.astype(np.int64),
         word_cdf=word_cdf(spec),
-        noise_cdf=cdf(zipf(len(noise), 1.0)),
+        noise_cdf=cdf(zipf(vocabulary.n_noise, 1.0)),
     )
 
 

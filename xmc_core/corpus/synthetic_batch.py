@@ -25,11 +25,11 @@ from xmc_core.corpus.synthetic_spec import (
     cdf,
     label_name_list,
     label_word_table,
+    make_vocabulary,
     spec_rng,
     word_cdf,
     zipf,
 )
-from xmc_core.corpus.synthetic_words import make_words
 
 BATCH_DOCS = 4096
 """Documents per batch; part of the random stream (changing it changes the corpus)."""
@@ -72,26 +72,19 @@ class BatchWorld:
 def build_world(spec: SyntheticSpec) -> BatchWorld:
     """Vocabulary, popularity and word tables of ``spec`` (cached per spec)."""
     rng = spec_rng(spec, "world")
-    seen: set[str] = set()
-    noise = sorted(make_words(rng, spec.noise_words, (1, 2), seen), key=len)
-    domain = make_words(rng, spec.n_domains * spec.domain_words, (2, 3), seen)
-    topic = make_words(rng, spec.n_topics * spec.topic_words, (2, 3), seen)
-    own = make_words(rng, spec.label_word_pool or spec.n_labels * spec.label_words, (2, 3), seen)
-    vocab = np.array(noise + domain + topic + own, dtype=object)
-    del seen, domain, topic, own
-    start = np.cumsum([0, len(noise), spec.n_domains * spec.domain_words])
-    start = np.append(start, start[-1] + spec.n_topics * spec.topic_words)
-    domain_ids = start[1] + np.arange(spec.n_domains * spec.domain_words, dtype=np.int32)
-    topic_ids = start[2] + np.arange(spec.n_topics * spec.topic_words, dtype=np.int32)
-    shape = (spec.n_labels, spec.label_words)
-    if spec.label_word_pool:
-        own_ids = start[3] + rng.integers(spec.label_word_pool, size=shape, dtype=np.int32)
-    else:
-        own_ids = start[3] + np.arange(shape[0] * shape[1], dtype=np.int32).reshape(shape)
+    vocabulary = make_vocabulary(spec, rng)
+    vocab = np.array(vocabulary.words, dtype=object)
+    domain_ids, topic_ids, own_ids = (
+        vocabulary.domain_ids,
+        vocabulary.topic_ids,
+        vocabulary.own_ids,
+    )
+    n_noise = vocabulary.n_noise
+    del vocabulary  # its word list: vocab holds the words now
     popularity = zipf(spec.n_labels, spec.zipf_exponent)[rng.permutation(spec.n_labels)]
     label_words = label_word_table(spec, rng, own_ids).astype(np.int32)
     names = label_name_list(spec)
-    words, noise_cdf = word_cdf(spec), cdf(zipf(len(noise), 1.0))
+    words, noise_cdf = word_cdf(spec), cdf(zipf(n_noise, 1.0))
     world = BatchWorld(
         vocab=vocab,
         capitalized=np.array([w.capitalize() for w in vocab.tolist()], dtype=object),
@@ -102,11 +95,11 @@ def build_world(spec: SyntheticSpec) -> BatchWorld:
         label_popularity=popularity,
         topic_cum=np.cumsum(popularity.reshape(spec.n_topics, -1).sum(axis=1)),
         label_words=label_words,
-        topic_words=topic_ids.reshape(spec.n_topics, spec.topic_words),
-        domain_words=domain_ids.reshape(spec.n_domains, spec.domain_words),
+        topic_words=topic_ids,
+        domain_words=domain_ids,
         word_cdf=words,
         noise_cdf=noise_cdf,
-        all_words=np.concatenate([label_words.ravel(), topic_ids, domain_ids]),
+        all_words=np.concatenate([label_words.ravel(), topic_ids.ravel(), domain_ids.ravel()]),
         word_guide=guide_table(words),
         noise_guide=guide_table(noise_cdf),
     )

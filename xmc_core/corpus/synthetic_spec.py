@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xmc_core.corpus.synthetic_words import make_words
+
 _STREAMS = {"world": 0, "train": 1, "test": 2}
 MARKS = ("", ",", ".", "?", "!")
 """Punctuation after a word: none, comma, then the three end marks."""
@@ -197,6 +199,46 @@ def _group_weights(n: int, share: float) -> np.ndarray:
     """Zipf-ish weights (exponent 0.7) over ``n`` words, summing to ``share``; shape (n,)."""
     weights = zipf(n, 0.7)
     return share * weights / weights.sum() if n else weights
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The corpus's words (:func:`make_vocabulary`) and the ids of each group's."""
+
+    words: list[str]  # noise words (shortest first), domains', topics', labels' own words
+    n_noise: int
+    domain_ids: np.ndarray  # (n_domains, domain_words) int32
+    topic_ids: np.ndarray  # (n_topics, topic_words) int32
+    own_ids: np.ndarray  # (n_labels, label_words) int32
+
+
+def make_vocabulary(spec: SyntheticSpec, rng: np.random.Generator) -> Vocabulary:
+    """Distinct words for noise, domains, topics and labels; a label's own words are its own,
+    or drawn from a shared pool of ``spec.label_word_pool`` words when set."""
+    seen: set[str] = set()
+    noise = sorted(make_words(rng, spec.noise_words, (1, 2), seen), key=len)
+    n_domain, n_topic = spec.n_domains * spec.domain_words, spec.n_topics * spec.topic_words
+    words = noise + make_words(rng, n_domain, (2, 3), seen)
+    words += make_words(rng, n_topic, (2, 3), seen)
+    n_own = spec.label_word_pool or spec.n_labels * spec.label_words
+    words += make_words(rng, n_own, (2, 3), seen)
+    start = np.cumsum([0, len(noise), n_domain, n_topic])
+    shape = (spec.n_labels, spec.label_words)
+    if spec.label_word_pool:
+        own_ids = start[3] + rng.integers(spec.label_word_pool, size=shape, dtype=np.int32)
+    else:
+        own_ids = start[3] + np.arange(shape[0] * shape[1], dtype=np.int32).reshape(shape)
+    return Vocabulary(
+        words=words,
+        n_noise=len(noise),
+        domain_ids=(start[1] + np.arange(n_domain, dtype=np.int32)).reshape(
+            spec.n_domains, spec.domain_words
+        ),
+        topic_ids=(start[2] + np.arange(n_topic, dtype=np.int32)).reshape(
+            spec.n_topics, spec.topic_words
+        ),
+        own_ids=own_ids.astype(np.int32, copy=False),
+    )
 
 
 def label_word_table(spec: SyntheticSpec, rng: np.random.Generator, own: np.ndarray) -> np.ndarray:
