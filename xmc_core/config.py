@@ -105,7 +105,22 @@ class RankerConfig(Section):
     negatives: Literal["tfn", "man", "tfn+man"] = "tfn"
     matcher_topk: int = Field(10, ge=1)
     importance_weights: bool = False
+    leaf_cost_scales: list[float] = Field(
+        [0.25, 0.5, 1.0, 2.0, 4.0],
+        description="multipliers of Cp and Cn the leaf level may use, one chosen on held-out "
+        "training documents (xmc_core.linear.leaf_cost); [1.0] keeps Cp and Cn",
+    )
+    leaf_cost_sample: float = Field(
+        0.2, gt=0, le=1, description="share of the leaf level's work the cost search trains on"
+    )
     seed: int = 0
+
+    @field_validator("leaf_cost_scales")
+    @classmethod
+    def _scales_hold_one(cls, scales: list[float]) -> list[float]:
+        if 1.0 not in scales or min(scales) <= 0:
+            raise ValueError(f"leaf_cost_scales must be positive and hold 1.0, got {scales}")
+        return scales
 
 
 class PredictConfig(Section):

@@ -14,7 +14,7 @@ from xmc_core.model import registry
 
 RANKER_KEYS = (
     "loss, Cp, Cn, max_iter, eps, bias, threshold, negatives, matcher_topk, "
-    "importance_weights, seed"
+    "importance_weights, leaf_cost_scales, leaf_cost_sample, seed"
 )
 
 

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.beam import ChunkedLevel, beam_search
+from xmc_core.linear.leaf_cost import choose_leaf_cost
 from xmc_core.linear.levels import importance_weights, level_problems
 from xmc_core.linear.solver import train_level
 from xmc_core.linear.tree import LabelTree
@@ -40,11 +41,16 @@ def fit_level(
     ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels); ``extra_parents``: csr
     (n_docs, K_t) binary, more parents per document to train with (e.g. an external matcher's
     clusters). Returns W: csc (n_features + 1, K_{t+1}), the last row holding the bias weights.
+    The leaf level's costs are scaled as :func:`~xmc_core.linear.leaf_cost.choose_leaf_cost`
+    chooses (``cfg.leaf_cost_scales``).
     """
     if len(trained) != t:
         raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
     targets, M = level_problems(X, Y, tree.C, t, trained, cfg, post_processor, extra_parents)
     R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
+    if t == tree.depth - 1:
+        scale = choose_leaf_cost(X, targets[t], tree.C[t], M, cfg, R).scale
+        cfg = cfg.model_copy(update={"Cp": cfg.Cp * scale, "Cn": cfg.Cn * scale})
     start = time.perf_counter()
     W = train_level(X, targets[t], tree.C[t], M, cfg, R, what=f"level {t}")
     log.debug(

@@ -1,0 +1,122 @@
+"""The leaf-cost search: the sign test, the line search, the choice on real problems, and that
+training uses the chosen scale."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from pydantic import ValidationError
+
+from xmc_core.config import RankerConfig
+from xmc_core.linear import leaf_cost
+from xmc_core.linear.leaf_cost import CostChoice, _search, _z, choose_leaf_cost
+from xmc_core.linear.model import fit_level
+from xmc_core.linear.solver import train_level
+from xmc_core.linear.tree import LabelTree
+
+SCALES = [0.25, 0.5, 1.0, 2.0, 4.0]
+
+
+def _hits(n_true: int, n: int = 100) -> np.ndarray:
+    """Hits of ``n`` documents, the first ``n_true`` right."""
+    return np.arange(n) < n_true
+
+
+def test_sign_test_counts_only_the_documents_that_changed() -> None:
+    old = _hits(50)
+    assert _z(np.ones(100, dtype=bool), old) == pytest.approx(50 / math.sqrt(50))  # 50 gained
+    swapped = np.r_[np.zeros(9, dtype=bool), np.ones(41, dtype=bool), np.zeros(50, dtype=bool)]
+    swapped[60] = True  # 9 lost, 1 gained (document 60): z = (1 - 9) / sqrt(10)
+    assert _z(swapped, old) == pytest.approx(-8 / math.sqrt(10))
+    assert _z(old, old) == 0.0
+
+
+def _fake(results: dict[float, int]):
+    """(tried, calls, hits): scale 1's hits, the scales evaluated, a hits function that gives
+    ``results[scale]`` right documents of 100."""
+    calls: list[float] = []
+
+    def hits(scale: float) -> np.ndarray:
+        calls.append(scale)
+        return _hits(results[scale])
+
+    return {1.0: _hits(results[1.0])}, calls, hits
+
+
+def test_the_search_moves_while_the_next_scale_is_clearly_better() -> None:
+    tried, calls, hits = _fake({0.25: 0, 0.5: 5, 1.0: 10, 2.0: 30, 4.0: 50})
+    assert _search(SCALES, tried, hits) == 4.0
+    assert calls == [0.5, 2.0, 4.0]  # both neighbours, then on upwards to the last scale
+
+
+def test_the_search_stops_at_the_first_scale_without_clear_evidence() -> None:
+    # 0.5 gains 20 over 1 (z = 4.5); 0.25 gains 3 over 0.5 (z = 1.7 < 2): stays at 0.5
+    tried, calls, hits = _fake({0.25: 33, 0.5: 30, 1.0: 10, 2.0: 5, 4.0: 0})
+    assert _search(SCALES, tried, hits) == 0.5
+    assert calls == [0.5, 2.0, 0.25]
+
+
+def test_the_search_keeps_one_when_no_neighbour_is_clearly_better() -> None:
+    tried, calls, hits = _fake({0.5: 13, 1.0: 10, 2.0: 12, 0.25: 99, 4.0: 99})
+    assert _search(SCALES, tried, hits) == 1.0  # z = 3 / sqrt(3) = 1.7 for 0.5
+    assert calls == [0.5, 2.0]
+
+
+def _problem(noise: float, n: int = 4000, d: int = 60, k: int = 4, parents: int = 2):
+    """X (n, d) L2-normalized; each document under one of ``parents`` parents, labelled with
+    the best of its parent's ``k`` children under a random linear model, a ``noise`` share of
+    labels replaced by a random child of the same parent."""
+    rng = np.random.default_rng(0)
+    X = sp.random(n, d, density=0.3, random_state=0, format="csr", dtype=np.float64)
+    X = sp.csr_matrix(X.multiply(1.0 / np.sqrt(X.multiply(X).sum(axis=1))), dtype=np.float32)
+    scores = np.asarray(X @ rng.normal(size=(d, k * parents)))
+    parent = rng.integers(0, parents, n)
+    own = scores.reshape(n, parents, k)[np.arange(n), parent]
+    label = parent * k + np.argmax(own, axis=1)
+    flip = rng.random(n) < noise
+    label[flip] = parent[flip] * k + rng.integers(0, k, int(flip.sum()))
+    Y = sp.csr_matrix((np.ones(n), (np.arange(n), label)), shape=(n, k * parents))
+    C = sp.csr_matrix((np.ones(k * parents), (np.arange(k * parents), np.arange(k * parents) // k)))
+    M = sp.csr_matrix((np.ones(n), (np.arange(n), parent)), shape=(n, parents))
+    return X, Y, C, M
+
+
+def test_noisy_labels_get_a_smaller_cost_and_clean_ones_keep_theirs() -> None:
+    cfg = RankerConfig(leaf_cost_sample=1.0)
+    noisy = choose_leaf_cost(*_problem(noise=0.5), cfg)
+    assert noisy.scale == 0.5
+    assert noisy.p_at_1[0.5] > noisy.p_at_1[1.0] + 3  # held-out P@1 within the parents
+    assert 700 < noisy.n_docs < 900  # about 20% of 4,000 held out
+    again = choose_leaf_cost(*_problem(noise=0.5), cfg)
+    assert (again.scale, again.p_at_1, again.n_docs) == (noisy.scale, noisy.p_at_1, noisy.n_docs)
+    clean = choose_leaf_cost(*_problem(noise=0.0), cfg)
+    assert clean.scale == 1.0
+
+
+def test_a_single_allowed_scale_trains_nothing(monkeypatch) -> None:
+    def boom(*args, **kwargs):
+        raise AssertionError("the search trained with only scale 1 allowed")
+
+    monkeypatch.setattr(leaf_cost, "train_level", boom)
+    cfg = RankerConfig(leaf_cost_scales=[1.0])
+    assert choose_leaf_cost(*_problem(noise=0.5), cfg) == CostChoice()
+
+
+def test_the_leaf_level_is_trained_at_the_chosen_scale() -> None:
+    X, Y, C, M = _problem(noise=0.5)
+    tree = LabelTree(C=[sp.csr_matrix(np.ones((2, 1))), C])
+    cfg = RankerConfig(leaf_cost_sample=1.0)
+    upper = [fit_level(X, Y, tree, 0, [], cfg, "l3-hinge")]
+    W = fit_level(X, Y, tree, 1, upper, cfg, "l3-hinge")
+    expected = train_level(X, Y, C, M, cfg.model_copy(update={"Cp": 0.5, "Cn": 0.5}))
+    assert abs(W - expected).nnz == 0
+    assert abs(W - train_level(X, Y, C, M, cfg)).nnz > 0
+
+
+@pytest.mark.parametrize("scales", [[0.5, 2.0], [0.0, 1.0], [-1.0, 1.0]])
+def test_the_scales_must_be_positive_and_hold_one(scales: list[float]) -> None:
+    with pytest.raises(ValidationError, match="leaf_cost_scales"):
+        RankerConfig(leaf_cost_scales=scales)
