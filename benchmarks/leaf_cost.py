@@ -78,7 +78,7 @@ def run_seed(work: Path, seed: int) -> dict[str, Any]:
         "chosen": choice.scale,
         "search_s": search_s,
         "held_out_docs": choice.n_docs,
-        "held_out_p@1": {str(s): v for s, v in choice.p_at_1.items()},
+        "held_out_p@1_p@3": {str(s): list(v) for s, v in choice.held_out.items()},
         "validation": scales,
     }
 

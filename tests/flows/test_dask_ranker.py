@@ -90,7 +90,8 @@ def test_a_whole_model_on_two_workers_equals_one_process(
     mapper = DaskBatchMapper(client=client)
     with use_mapper(mapper):
         there = XRLinearModel(ranker, PredictConfig()).fit(X, Y, tree)
-    assert tree.depth >= 3 and len(mapper.records) == tree.depth
+    # one record per level, and per training of the leaf-cost search (scale 1 and its neighbours)
+    assert tree.depth >= 3 and len(mapper.records) >= tree.depth + 3
     assert max(r["batches"] for r in mapper.records) >= 4
     for a, b in zip(here.weights_, there.weights_, strict=True):
         _same(a, b)

@@ -20,48 +20,49 @@ from xmc_core.linear.tree import LabelTree
 SCALES = [0.25, 0.5, 1.0, 2.0, 4.0]
 
 
-def _hits(n_true: int, n: int = 100) -> np.ndarray:
-    """Hits of ``n`` documents, the first ``n_true`` right."""
-    return np.arange(n) < n_true
+def _scores(n_true: int, n: int = 100) -> np.ndarray:
+    """Per-document (P@1, P@3) of ``n`` documents: the first ``n_true`` right at rank 1."""
+    right = (np.arange(n) < n_true).astype(np.float64)
+    return np.stack([right, right / 3], axis=1)
 
 
-def test_sign_test_counts_only_the_documents_that_changed() -> None:
-    old = _hits(50)
-    assert _z(np.ones(100, dtype=bool), old) == pytest.approx(50 / math.sqrt(50))  # 50 gained
-    swapped = np.r_[np.zeros(9, dtype=bool), np.ones(41, dtype=bool), np.zeros(50, dtype=bool)]
-    swapped[60] = True  # 9 lost, 1 gained (document 60): z = (1 - 9) / sqrt(10)
-    assert _z(swapped, old) == pytest.approx(-8 / math.sqrt(10))
+def test_the_t_statistic_is_over_the_summed_scores_of_each_document() -> None:
+    old = np.array([[1, 1 / 3], [0, 1 / 3], [0, 0], [1, 2 / 3]])
+    new = np.array([[1, 2 / 3], [1, 1 / 3], [0, 1 / 3], [1, 2 / 3]])
+    diff = np.array([1 / 3, 1, 1 / 3, 0])  # mean 5/12, sample sd by hand below
+    sd = math.sqrt(((diff - 5 / 12) ** 2).sum() / 3)
+    assert _z(new, old) == pytest.approx((5 / 12) / (sd / 2))
     assert _z(old, old) == 0.0
 
 
 def _fake(results: dict[float, int]):
-    """(tried, calls, hits): scale 1's hits, the scales evaluated, a hits function that gives
-    ``results[scale]`` right documents of 100."""
+    """(tried, calls, scores): scale 1's scores, the scales evaluated, and a function giving
+    ``results[scale]`` documents of 100 right at rank 1."""
     calls: list[float] = []
 
-    def hits(scale: float) -> np.ndarray:
+    def scores(scale: float) -> np.ndarray:
         calls.append(scale)
-        return _hits(results[scale])
+        return _scores(results[scale])
 
-    return {1.0: _hits(results[1.0])}, calls, hits
+    return {1.0: _scores(results[1.0])}, calls, scores
 
 
 def test_the_search_moves_while_the_next_scale_is_clearly_better() -> None:
-    tried, calls, hits = _fake({0.25: 0, 0.5: 5, 1.0: 10, 2.0: 30, 4.0: 50})
-    assert _search(SCALES, tried, hits) == 4.0
+    tried, calls, scores = _fake({0.25: 0, 0.5: 5, 1.0: 10, 2.0: 30, 4.0: 50})
+    assert _search(SCALES, tried, scores) == 4.0
     assert calls == [0.5, 2.0, 4.0]  # both neighbours, then on upwards to the last scale
 
 
 def test_the_search_stops_at_the_first_scale_without_clear_evidence() -> None:
-    # 0.5 gains 20 over 1 (z = 4.5); 0.25 gains 3 over 0.5 (z = 1.7 < 2): stays at 0.5
-    tried, calls, hits = _fake({0.25: 33, 0.5: 30, 1.0: 10, 2.0: 5, 4.0: 0})
-    assert _search(SCALES, tried, hits) == 0.5
+    # 0.5 gains 20 documents over 1 (t = 4.9); 0.25 gains 3 over 0.5 (t = 1.7 < 2)
+    tried, calls, scores = _fake({0.25: 33, 0.5: 30, 1.0: 10, 2.0: 5, 4.0: 0})
+    assert _search(SCALES, tried, scores) == 0.5
     assert calls == [0.5, 2.0, 0.25]
 
 
 def test_the_search_keeps_one_when_no_neighbour_is_clearly_better() -> None:
-    tried, calls, hits = _fake({0.5: 13, 1.0: 10, 2.0: 12, 0.25: 99, 4.0: 99})
-    assert _search(SCALES, tried, hits) == 1.0  # z = 3 / sqrt(3) = 1.7 for 0.5
+    tried, calls, scores = _fake({0.5: 13, 1.0: 10, 2.0: 12, 0.25: 99, 4.0: 99})
+    assert _search(SCALES, tried, scores) == 1.0  # t = 1.7 for 0.5
     assert calls == [0.5, 2.0]
 
 
@@ -88,10 +89,11 @@ def test_noisy_labels_get_a_smaller_cost_and_clean_ones_keep_theirs() -> None:
     cfg = RankerConfig(leaf_cost_sample=1.0)
     noisy = choose_leaf_cost(*_problem(noise=0.5), cfg)
     assert noisy.scale == 0.5
-    assert noisy.p_at_1[0.5] > noisy.p_at_1[1.0] + 3  # held-out P@1 within the parents
+    assert noisy.held_out[0.5][0] > noisy.held_out[1.0][0] + 3  # held-out P@1 within parents
     assert 700 < noisy.n_docs < 900  # about 20% of 4,000 held out
     again = choose_leaf_cost(*_problem(noise=0.5), cfg)
-    assert (again.scale, again.p_at_1, again.n_docs) == (noisy.scale, noisy.p_at_1, noisy.n_docs)
+    assert again.scale == noisy.scale
+    assert (again.held_out, again.n_docs) == (noisy.held_out, noisy.n_docs)
     clean = choose_leaf_cost(*_problem(noise=0.0), cfg)
     assert clean.scale == 1.0
 
