@@ -22,6 +22,7 @@ from xmc_core.astec.config import AstecConfig
 from xmc_core.config_errors import config_error, mistakes
 from xmc_core.config_families import EnsembleConfig, XmlCnnConfig, XTransformerConfig
 from xmc_core.config_io import apply_override, read_yaml
+from xmc_core.config_linear import LabelFeaturesConfig, PredictConfig, RankerConfig, TreeConfig
 from xmc_core.config_section import Section
 from xmc_core.hxc.config import HierarchicalXcConfig
 from xmc_core.neuralxc.config import NeuralXcConfig
@@ -57,85 +58,6 @@ class TfidfConfig(Section):
             if isinstance(value, float) and value > 1.0:
                 raise ValueError(f"{name}={value}: a float must be a fraction in [0, 1]")
         return self
-
-
-class LabelFeaturesConfig(Section):
-    """Label representation used to build the label tree."""
-
-    kind: Literal["pifa", "label_text", "pifa_label_text"] = "pifa"
-    label_text_weight: float = Field(
-        1.0, gt=0, description="weight of the label-text block in pifa_label_text"
-    )
-
-
-class TreeConfig(Section):
-    """Hierarchical label tree: recursive balanced spherical 2-means over the label features.
-
-    ``branching`` children per tree node (a power of two: each tree level is log2(branching)
-    binary splits); leaves hold at most ``max_leaf_size`` labels.
-    """
-
-    branching: int = Field(16, ge=2)
-    max_leaf_size: int = Field(100, ge=1)
-    kmeans_iter: int = Field(20, ge=1)
-    kmeans_restarts: int = Field(1, ge=1, description="seed pairs tried per split; best kept")
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _power_of_two(self) -> TreeConfig:
-        if self.branching & (self.branching - 1):
-            raise ValueError(f"branching={self.branching} must be a power of two")
-        return self
-
-
-class RankerConfig(Section):
-    """Per-level linear rankers (one binary problem per tree node, PECOS's XR-Linear defaults).
-
-    ``negatives``: ``tfn`` teacher-forcing (documents of the true parents), ``man`` matcher-aware
-    (the previous level's top ``matcher_topk`` predicted clusters), or both.
-    """
-
-    loss: Literal["squared_hinge", "logistic"] = "squared_hinge"
-    Cp: float = Field(1.0, gt=0, description="cost of positive examples")
-    Cn: float = Field(1.0, gt=0, description="cost of negative examples")
-    max_iter: int = Field(20, ge=1, description="coordinate-descent epochs per problem")
-    eps: float = Field(0.1, gt=0, description="stopping tolerance (projected gradient)")
-    bias: float = Field(1.0, ge=0, description="value of the bias feature; 0 disables it")
-    threshold: float = Field(0.1, ge=0, description="weights with |w| below it are pruned")
-    negatives: Literal["tfn", "man", "tfn+man"] = "tfn"
-    matcher_topk: int = Field(10, ge=1)
-    importance_weights: bool = False
-    leaf_cost_scales: list[float] = Field(
-        [0.25, 0.5, 1.0, 2.0, 4.0],
-        description="multipliers of Cp and Cn the leaf level may use, one chosen on held-out "
-        "training documents (xmc_core.linear.leaf_cost); [1.0] keeps Cp and Cn",
-    )
-    leaf_cost_sample: float = Field(
-        0.2, gt=0, le=1, description="share of the leaf level's work the cost search trains on"
-    )
-    seed: int = 0
-
-    @field_validator("leaf_cost_scales")
-    @classmethod
-    def _scales_hold_one(cls, scales: list[float]) -> list[float]:
-        if 1.0 not in scales or min(scales) <= 0:
-            raise ValueError(f"leaf_cost_scales must be positive and hold 1.0, got {scales}")
-        return scales
-
-
-class PredictConfig(Section):
-    """Beam search (``beam_size`` and ``topk`` can be overridden at predict time), and the
-    per-document cap on raw text at predict time."""
-
-    beam_size: int = Field(10, ge=1)
-    topk: int = Field(20, ge=1)
-    post_processor: Literal["l3-hinge", "sigmoid", "noop"] = "l3-hinge"
-    max_doc_chars: int | None = Field(
-        1_000_000,
-        ge=1,
-        description="longer texts are cut to their first max_doc_chars characters when "
-        "predicting (logged once per run); null: no cap",
-    )
 
 
 class ModelConfig(Section):
