@@ -337,6 +337,15 @@ def peers_versions(python: Path, libs: tuple[str, ...] = PEER_LIBS) -> dict[str,
     return json.loads(proc.stdout)
 
 
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    """``report`` as JSON at ``path`` (folders made), atomically: a temporary name, then a
+    rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def machine_basics() -> dict[str, Any]:
     """CPU, memory and platform of this machine."""
     with open("/proc/cpuinfo", encoding="utf-8") as fh:

@@ -202,14 +202,6 @@ def machine_info(peers_python: Path) -> dict[str, Any]:
     return info
 
 
-def write(path: Path, report: dict[str, Any]) -> None:
-    """``report`` as JSON at ``path``, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Benchmark, merge or report."""
     args = parse_args(argv)
@@ -226,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: merged runs differ: {line}")
         for line in report["replaced"]:
             print(f"replaced: {line}")
-        write(args.out, report)
+        bench_common.write_json(args.out, report)
         print(f"wrote {args.out}")
         return 0
     report: dict[str, Any] = {
@@ -242,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     report["load_average_end"] = os.getloadavg()
     report["git_end"] = bench_common.git_state()
     report["targets"] = fr.targets(report["datasets"])  # of a validation split if carved
-    write(args.out, report)
+    bench_common.write_json(args.out, report)
     print("\n".join(fr.target_lines(report["targets"])))
     print(f"wrote {args.out}")
     return 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import scipy.sparse as sp
-from bench_common import REPO, git_state, machine_info, prepare, validation_source
+from bench_common import REPO, git_state, machine_info, prepare, validation_source, write_json
 
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.metrics import precision_at_k
@@ -98,16 +97,9 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    today = dt.date.today().isoformat()
-    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--datasets-root", type=Path, default=REPO.parent / "shared" / "datasets")
-    p.add_argument("--datasets", default=DATASETS, help="comma-separated folder names")
-    p.add_argument("--seeds", default="0", help="comma-separated tree/ranker seeds")
-    p.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/leaf-cost-{today}.json")
-    args = p.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    report: dict[str, Any] = {
+def report_head(today: str) -> dict[str, Any]:
+    """The results JSON's head: command, date, machine, git state, the search's settings."""
+    return {
         "command": " ".join(["python", *sys.argv]),
         "date": today,
         "machine": machine_info(None),
@@ -117,6 +109,18 @@ def main() -> int:
         ),
         "datasets": {},
     }
+
+
+def main() -> int:
+    today = dt.date.today().isoformat()
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--datasets-root", type=Path, default=REPO.parent / "shared" / "datasets")
+    p.add_argument("--datasets", default=DATASETS, help="comma-separated folder names")
+    p.add_argument("--seeds", default="0", help="comma-separated tree/ranker seeds")
+    p.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/leaf-cost-{today}.json")
+    args = p.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    report = report_head(today)
     for name in args.datasets.split(","):
         with tempfile.TemporaryDirectory(prefix="xmc-leaf-cost-") as tmp:
             work = Path(tmp)
@@ -125,10 +129,7 @@ def main() -> int:
             runs = [run_seed(work, s) for s in seeds]
         report["datasets"][name] = {"carve": carve, "runs": runs}
         print(table({name: runs}), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    tmp_out.replace(args.out)
+    write_json(args.out, report)
     print(table({k: v["runs"] for k, v in report["datasets"].items()}))
     return 0
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import statistics
 import sys
 import tempfile
@@ -27,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import scipy.sparse as sp
-from bench_common import REPO, git_state, machine_info, prepare
+from bench_common import REPO, prepare, write_json
+from leaf_cost import DATASETS, report_head
 
 import xmc_core.linear.model as model_lib
 from xmc_core.config import XmcConfig
@@ -35,8 +35,6 @@ from xmc_core.evaluation.metrics import precision_at_k
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.linear.leaf_cost import choose_leaf_cost
 from xmc_core.linear.tree import LabelTree
-
-DATASETS = "reuters21578-modapte,bibtex-bow,delicious-bow,debian-deps"
 
 
 def price(work: Path, repeats: int) -> dict[str, Any]:
@@ -103,22 +101,13 @@ def main() -> int:
     out = REPO / f"benchmarks/results/leaf-cost-price-{today}.json"
     p.add_argument("--out", type=Path, default=out)
     args = p.parse_args()
-    report: dict[str, Any] = {
-        "command": " ".join(["python", *sys.argv]),
-        "date": today,
-        "machine": machine_info(None),
-        "git": git_state(),
-        "datasets": {},
-    }
+    report = report_head(today)
     for name in args.datasets.split(","):
         with tempfile.TemporaryDirectory(prefix="xmc-leaf-cost-price-") as tmp:
             prepare(args.datasets_root / name, Path(tmp))
             report["datasets"][name] = price(Path(tmp), args.repeats)
         print(table({name: report["datasets"][name]}), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    tmp_out.replace(args.out)
+    write_json(args.out, report)
     print(table(report["datasets"]))
     return 0
 
