@@ -87,16 +87,16 @@ def choose_leaf_cost(
     eval_M.eliminate_zeros()
     if eval_M.nnz == 0:
         return CostChoice()
+    n_docs, blocks = _held_out_blocks(X, Y, C, eval_M)
 
     def scores(scale: float) -> np.ndarray:
         costs = {"Cp": cfg.Cp * scale, "Cn": cfg.Cn * scale}
         scaled = cfg.model_copy(update={**costs, "max_iter": min(cfg.max_iter, SEARCH_MAX_ITER)})
         W = train_level(X, Y, C, fit_M, scaled, R, what="leaf cost search")
-        return _ranked_hits(X, Y, C, eval_M, W, cfg.bias)
+        return _ranked_hits(n_docs, blocks, W, cfg.bias)
 
     tried = {1.0: scores(1.0)}
     best = _search(scales, tried, scores)
-    n_docs = int(tried[1.0].shape[0])
     choice = CostChoice(
         scale=best,
         held_out={s: tuple(100.0 * h.mean(axis=0)) for s, h in sorted(tried.items())},
@@ -164,37 +164,52 @@ def _sample_parents(
     return sampled
 
 
-def _ranked_hits(
-    X: sp.csr_matrix,
-    Y: sp.csr_matrix,
-    C: sp.csr_matrix,
-    eval_M: sp.csc_matrix,
-    W: sp.csc_matrix,
-    bias: float,
-) -> np.ndarray:
-    """(n_eval, 2) float: P@1 and P@``TOP`` of each held-out document (the rows of
-    ``eval_M`` with a parent, in order) over the children of its parents, ranked by score."""
+@dataclass(frozen=True)
+class _Block:
+    """One sampled parent's held-out documents: what every scale's scoring reads."""
+
+    X: sp.csr_matrix  # (rows, d) the documents' rows
+    kids: np.ndarray  # (k,) the parent's children
+    at: np.ndarray  # (rows,) the documents' positions among the scored ones
+    labels: np.ndarray  # (rows, k) bool: is child j a label of document i
+
+
+def _held_out_blocks(
+    X: sp.csr_matrix, Y: sp.csr_matrix, C: sp.csr_matrix, eval_M: sp.csc_matrix
+) -> tuple[int, list[_Block]]:
+    """(number of held-out documents with a parent, one block per parent of ``eval_M``)."""
     docs = np.flatnonzero(np.diff(sp.csr_matrix(eval_M).indptr))
     where = np.full(X.shape[0], -1, dtype=np.int64)
     where[docs] = np.arange(docs.size)
     children = sp.csc_matrix(C)  # column p: the children of parent p
-    Yr, Wd = sp.csr_matrix(Y), sp.csc_matrix(W)
-    doc_parts, score_parts, hit_parts = [], [], []
+    Yr = sp.csr_matrix(Y)
+    blocks = []
     for p in np.flatnonzero(np.diff(eval_M.indptr)):
         rows = eval_M.indices[eval_M.indptr[p] : eval_M.indptr[p + 1]]
         kids = children.indices[children.indptr[p] : children.indptr[p + 1]]
-        Wp = Wd[:, kids]
-        S = (X[rows] @ Wp[:-1]).toarray() + bias * Wp[-1].toarray()
+        labels = Yr[rows][:, kids].toarray() > 0
+        blocks.append(_Block(X[rows], kids, where[rows], labels))
+    return int(docs.size), blocks
+
+
+def _ranked_hits(n_docs: int, blocks: list[_Block], W: sp.csc_matrix, bias: float) -> np.ndarray:
+    """(n_docs, 2) float: P@1 and P@``TOP`` of each held-out document over the children of
+    its parents (``blocks``), ranked by their scores under ``W``."""
+    Wd = sp.csc_matrix(W)
+    doc_parts, score_parts, hit_parts = [], [], []
+    for b in blocks:
+        Wp = Wd[:, b.kids]
+        S = (b.X @ Wp[:-1]).toarray() + bias * Wp[-1].toarray()
         top = np.argsort(-S, axis=1, kind="stable")[:, :TOP]
-        r = np.repeat(np.arange(rows.size), top.shape[1])
-        doc_parts.append(where[rows][r])
+        r = np.repeat(np.arange(b.at.size), top.shape[1])
+        doc_parts.append(b.at[r])
         score_parts.append(S[r, top.ravel()])
-        hit_parts.append(np.asarray(Yr[rows[r], kids[top.ravel()]]).ravel() > 0)
+        hit_parts.append(b.labels[r, top.ravel()])
     doc, score, hit = (np.concatenate(x) for x in (doc_parts, score_parts, hit_parts))
     order = np.lexsort((-score, doc))  # by document, best first (ties: parent order)
     doc, hit = doc[order], hit[order]
     rank = np.arange(doc.size) - np.searchsorted(doc, doc)
-    out = np.zeros((docs.size, 2))
+    out = np.zeros((n_docs, 2))
     out[doc[rank == 0], 0] = hit[rank == 0]
-    out[:, 1] = np.bincount(doc[rank < TOP], weights=hit[rank < TOP], minlength=docs.size) / TOP
+    out[:, 1] = np.bincount(doc[rank < TOP], weights=hit[rank < TOP], minlength=n_docs) / TOP
     return out
