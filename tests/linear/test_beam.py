@@ -121,3 +121,21 @@ def test_beam_search_hook_sees_every_level_and_changes_nothing() -> None:
         beam_search(X, levels, widths[:2], "sigmoid", 1.0)
     with pytest.raises(ValueError, match="at least one level"):
         beam_search(X, [], [], "sigmoid", 1.0)
+
+
+def test_chunked_level_layout_by_hand() -> None:
+    # 3 features + bias row; 4 children: parent 0 has 1 and 3, parent 1 has 0 and 2, parent 2 none
+    W = sp.csr_matrix(
+        np.array([[0, 5, 1, 0], [2, 0, 0, 7], [0, 0, 3, 0], [4, 6, 0, 0]], dtype=np.float32)
+    )  # csr in, any order: the layout is the same
+    level = ChunkedLevel.build(W, assignment([1, 0, 1, 0], 3))
+    assert level.child_ptr.tolist() == [0, 2, 4, 4]
+    assert level.children.tolist() == [1, 3, 0, 2]  # parent 0: children 1, 3; parent 1: 0, 2
+    # parent 0's chunk: feature 0 (child 1: 5), 1 (child 3: 7), 3 = bias (child 1: 6)
+    # parent 1's chunk: feature 0 (child 2: 1), 1 (child 0: 2), 2 (child 2: 3), bias (child 0: 4)
+    assert level.feat_ptr.tolist() == [0, 3, 7, 7]
+    assert level.feat.tolist() == [0, 1, 3, 0, 1, 2, 3]
+    assert level.entry_ptr.tolist() == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert level.local.tolist() == [0, 1, 0, 1, 0, 1, 0]
+    assert level.val.tolist() == [5, 7, 6, 1, 2, 3, 4]
+    assert (level.n_features, level.n_nodes) == (3, 4)

@@ -57,29 +57,67 @@ class ChunkedLevel:
         if not np.array_equal(np.diff(C.indptr), np.ones(n_nodes, dtype=C.indptr.dtype)):
             raise ValueError("every child needs exactly one parent in C")
         parent = C.indices.astype(np.int64)
-        order = np.lexsort((np.arange(n_nodes), parent))  # children grouped by parent
-        child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
-        np.cumsum(np.bincount(parent, minlength=n_parents), out=child_ptr[1:])
-        position = np.empty(n_nodes, dtype=np.int64)
-        position[order] = np.arange(n_nodes)
-        coo = sp.coo_matrix(W)
-        node_parent = parent[coo.col]
-        entries = np.lexsort((position[coo.col], coo.row, node_parent))
-        f, p = coo.row[entries].astype(np.int64), node_parent[entries]
-        starts = np.flatnonzero(np.r_[True, (f[1:] != f[:-1]) | (p[1:] != p[:-1])])
-        feat_ptr = np.zeros(n_parents + 1, dtype=np.int64)
-        np.cumsum(np.bincount(p[starts], minlength=n_parents), out=feat_ptr[1:])
+        children = np.argsort(parent, kind="stable").astype(np.int64)  # grouped by parent
+        child_ptr = _offsets(np.bincount(parent, minlength=n_parents))
+        W = sp.csc_matrix(W)
+        ent_ptr = _offsets(np.bincount(parent, weights=np.diff(W.indptr), minlength=n_parents))
+        feat_of, local = np.empty((2, ent_ptr[-1]), dtype=np.int64)
+        val = np.empty(ent_ptr[-1], dtype=np.float32)
+        n_feat = np.zeros(n_parents, dtype=np.int64)
+        _sort_chunks(
+            W.indptr.astype(np.int64), W.indices, W.data.astype(np.float32), children,
+            child_ptr, ent_ptr, feat_of, local, val, n_feat,
+        )  # fmt: skip
+        feat_ptr = _offsets(n_feat)
+        feat = np.empty(feat_ptr[-1], dtype=np.int64)
+        entry_ptr = np.full(feat_ptr[-1] + 1, ent_ptr[-1], dtype=np.int64)
+        _feature_runs(feat_of, ent_ptr, feat_ptr, feat, entry_ptr)
         return cls(
-            child_ptr=child_ptr,
-            children=order.astype(np.int64),
-            feat_ptr=feat_ptr,
-            feat=f[starts],
-            entry_ptr=np.r_[starts, len(f)].astype(np.int64),
-            local=(position[coo.col[entries]] - child_ptr[p]).astype(np.int64),
-            val=coo.data[entries].astype(np.float32),
-            n_features=W.shape[0] - 1,
+            child_ptr=child_ptr, children=children, feat_ptr=feat_ptr, feat=feat,
+            entry_ptr=entry_ptr, local=local, val=val, n_features=W.shape[0] - 1,
             n_nodes=n_nodes,
-        )
+        )  # fmt: skip
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """Prefix offsets (len(counts) + 1,) int64 of ``counts``."""
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts.astype(np.int64), out=out[1:])
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _sort_chunks(w_ptr, w_idx, w_val, children, child_ptr, ent_ptr, feat_of, local, val, n_feat):
+    """Per parent p: the weights of its children (csc ``w_*``), in slots ``ent_ptr[p]:`` of
+    ``feat_of``/``local``/``val`` sorted by (feature, local child); ``n_feat[p]``: the
+    distinct features among them."""
+    for p in prange(child_ptr.shape[0] - 1):
+        lo, n_c, e = ent_ptr[p], child_ptr[p + 1] - child_ptr[p], 0
+        keys = np.empty(ent_ptr[p + 1] - lo, dtype=np.int64)
+        vals = np.empty(keys.shape[0], dtype=np.float32)
+        for j in range(n_c):
+            c = children[child_ptr[p] + j]
+            for k in range(w_ptr[c], w_ptr[c + 1]):
+                keys[e], vals[e] = np.int64(w_idx[k]) * n_c + j, w_val[k]
+                e += 1
+        order = np.argsort(keys)
+        for i in range(keys.shape[0]):
+            key = keys[order[i]]
+            feat_of[lo + i], local[lo + i], val[lo + i] = key // n_c, key % n_c, vals[order[i]]
+            if i == 0 or feat_of[lo + i] != feat_of[lo + i - 1]:
+                n_feat[p] += 1
+
+
+@njit(cache=True, parallel=True)
+def _feature_runs(feat_of, ent_ptr, feat_ptr, feat, entry_ptr):
+    """Per parent: each run of one feature in its sorted slots -> ``feat`` and the run's first
+    slot in ``entry_ptr`` (from ``feat_ptr[p]`` on)."""
+    for p in prange(ent_ptr.shape[0] - 1):
+        s = feat_ptr[p]
+        for i in range(ent_ptr[p], ent_ptr[p + 1]):
+            if i == ent_ptr[p] or feat_of[i] != feat_of[i - 1]:
+                feat[s], entry_ptr[s] = feat_of[i], i
+                s += 1
 
 
 @njit(cache=True, inline="always")
