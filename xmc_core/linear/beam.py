@@ -21,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from xmc_core.linear._batch import offsets
+
 POST_PROCESSORS = {"noop": 0, "sigmoid": 1, "l3-hinge": 2}
 
 LevelHook = Callable[[int, np.ndarray, np.ndarray], None]
@@ -58,9 +60,10 @@ class ChunkedLevel:
             raise ValueError("every child needs exactly one parent in C")
         parent = C.indices.astype(np.int64)
         children = np.argsort(parent, kind="stable").astype(np.int64)  # grouped by parent
-        child_ptr = _offsets(np.bincount(parent, minlength=n_parents))
+        child_ptr = offsets(np.bincount(parent, minlength=n_parents))
         W = sp.csc_matrix(W)
-        ent_ptr = _offsets(np.bincount(parent, weights=np.diff(W.indptr), minlength=n_parents))
+        per_parent = np.bincount(parent, weights=np.diff(W.indptr), minlength=n_parents)
+        ent_ptr = offsets(per_parent.astype(np.int64))
         feat_of, local = np.empty((2, ent_ptr[-1]), dtype=np.int64)
         val = np.empty(ent_ptr[-1], dtype=np.float32)
         n_feat = np.zeros(n_parents, dtype=np.int64)
@@ -68,7 +71,7 @@ class ChunkedLevel:
             W.indptr.astype(np.int64), W.indices, W.data.astype(np.float32), children,
             child_ptr, ent_ptr, feat_of, local, val, n_feat,
         )  # fmt: skip
-        feat_ptr = _offsets(n_feat)
+        feat_ptr = offsets(n_feat)
         feat = np.empty(feat_ptr[-1], dtype=np.int64)
         entry_ptr = np.full(feat_ptr[-1] + 1, ent_ptr[-1], dtype=np.int64)
         _feature_runs(feat_of, ent_ptr, feat_ptr, feat, entry_ptr)
@@ -77,13 +80,6 @@ class ChunkedLevel:
             entry_ptr=entry_ptr, local=local, val=val, n_features=W.shape[0] - 1,
             n_nodes=n_nodes,
         )  # fmt: skip
-
-
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    """Prefix offsets (len(counts) + 1,) int64 of ``counts``."""
-    out = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts.astype(np.int64), out=out[1:])
-    return out
 
 
 @njit(cache=True, parallel=True)
