@@ -48,6 +48,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -106,15 +107,23 @@ def bench_dataset(src: Path, workdir: Path, args: argparse.Namespace) -> dict[st
     """Prepare one dataset, then every method ``--repeats`` times, methods interleaved."""
     result: dict[str, Any] = {"stats": bench_common.prepare(src, workdir, keep_corpus=True)}
     context = method_context(workdir, args)
+    result["methods"] = run_methods(src.name, workdir, args, context, run_method, settings_of)
+    return result
+
+
+def run_methods(
+    name: str, workdir: Path, args: argparse.Namespace, context: dict[str, Any],
+    run: Callable[..., dict[str, Any]], settings: Callable[..., dict[str, Any]],
+) -> dict[str, Any]:  # fmt: skip
+    """Every method of ``args.methods`` ``args.repeats`` times on dataset ``name``, methods
+    interleaved (``run(method, workdir, args, context)``), a progress line each; returns each
+    method's summary with ``settings(method, args, context)``."""
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in args.methods}
     for _ in range(args.repeats):
-        for name in args.methods:
-            runs[name].append(run_method(name, workdir, args, context))
-            print(f"  {src.name} {name}: {brief(runs[name][-1])}", flush=True)
-    result["methods"] = {
-        m: fr.summarize(rs, settings_of(m, args, context)) for m, rs in runs.items()
-    }
-    return result
+        for method in args.methods:
+            runs[method].append(run(method, workdir, args, context))
+            print(f"  {name} {method}: {brief(runs[method][-1])}", flush=True)
+    return {m: fr.summarize(rs, settings(m, args, context)) for m, rs in runs.items()}
 
 
 def brief(run: dict[str, Any]) -> str:
@@ -122,7 +131,7 @@ def brief(run: dict[str, Any]) -> str:
     if run["status"] == "skipped":
         return f"skipped: {run['reason']}"
     if run["status"] != "ok":
-        tail = run.get("error_tail", "").strip().splitlines()
+        tail = run.get("error_tail", run.get("log_tail", "")).strip().splitlines()
         return f"{run['status']}: {tail[-1] if tail else ''}"
     return (
         f"train {run['train_s']:.1f} s, predict {run['predict_ms_per_1k_docs']:.0f} ms/1k, "

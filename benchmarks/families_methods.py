@@ -135,23 +135,30 @@ def preflight(preset: Path, sets: list[str]) -> str | None:
 
 
 # ---------------------------------------------------------------- ours
+def matcher_tree(workdir: Path, cfg: XmcConfig) -> LabelTree:
+    """The label tree XR-Transformer's matcher trains on with ``cfg`` on the prepared
+    ``workdir``: PIFA of the shared TF-IDF when ``cfg`` featurizes as the default does (what
+    ``bench_common.prepare`` checks), else of ``cfg``'s own featurization."""
+    default = XmcConfig()
+    if any(getattr(cfg, s) != getattr(default, s) for s in ("tokenizer", "tfidf")) or (
+        cfg.label_features != default.label_features
+    ):
+        from xmc_core.families.train import featurize_in_process
+
+        Z = featurize_in_process(Corpus(workdir / "corpus"), cfg)["label_features"].z
+    else:
+        X, Y = (sp.load_npz(workdir / f"{n}.npz").tocsr() for n in ("X_train", "Y_train"))
+        Z = concat_label_features([pifa([pifa_partial(X, Y)])], [1.0])
+    return LabelTree.build(Z, cfg.tree)
+
+
 def transformer_budget(workdir: Path, sets: dict[str, list[str]]) -> dict[str, Any]:
     """X-Transformer's overrides for the same encoder and step budget as XR-Transformer on
     this dataset: ``matcher.steps_per_level`` x the XR matcher levels of the dataset's tree,
     and every encoder / matcher batch setting where the presets differ."""
     xr = METHODS["xr-transformer"]
     xr_cfg = XmcConfig.load(xr.preset, sets.get("xr-transformer", []))
-    X, Y = (sp.load_npz(workdir / f"{n}.npz").tocsr() for n in ("X_train", "Y_train"))
-    default = XmcConfig()
-    if any(getattr(xr_cfg, s) != getattr(default, s) for s in ("tokenizer", "tfidf")) or (
-        xr_cfg.label_features != default.label_features
-    ):
-        from xmc_core.families.train import featurize_in_process
-
-        Z = featurize_in_process(Corpus(workdir / "corpus"), xr_cfg)["label_features"].z
-    else:  # the shared features are the default featurization (bench_common.prepare checks)
-        Z = concat_label_features([pifa([pifa_partial(X, Y)])], [1.0])
-    tree = LabelTree.build(Z, xr_cfg.tree)
+    tree = matcher_tree(workdir, xr_cfg)
     levels = matcher_levels(tree, xr_cfg.matcher)
     steps = xr_cfg.matcher.steps_per_level * len(levels)
     out = [f"matcher.steps_per_level={steps}"]
@@ -175,18 +182,20 @@ def transformer_budget(workdir: Path, sets: dict[str, list[str]]) -> dict[str, A
 
 
 def run_ours(
-    name: str, workdir: Path, sets: list[str], timeout_s: float, extra: list[str]
-) -> dict[str, Any]:
-    """One ``families_runner.py`` subprocess for method ``name``: its preset, the method's own
-    overrides, the user's ``sets``, then ``extra`` (computed overrides)."""
+    name: str, workdir: Path, sets: list[str], timeout_s: float, extra: list[str],
+    preset: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One ``families_runner.py`` subprocess for method ``name``: its preset (or ``preset``),
+    the method's own overrides, the user's ``sets``, then ``extra`` (computed overrides)."""
     method = METHODS[name]
+    preset = preset or method.preset
     items = [*method.sets, *sets, *extra]
-    if (why := preflight(method.preset, items)) is not None:
+    if (why := preflight(preset, items)) is not None:
         return skipped(why)
     outdir, log = workdir / f"out-{name}", workdir / f"{name}.log"
     shutil.rmtree(outdir, ignore_errors=True)
     cmd = [sys.executable, str(OURS_RUNNER), str(workdir), str(outdir)]
-    cmd += ["--config", str(method.preset), *(f"--set={item}" for item in items)]
+    cmd += ["--config", str(preset), *(f"--set={item}" for item in items)]
     return finish(cmd, workdir, outdir, log, timeout_s)
 
 
@@ -203,7 +212,8 @@ def finish(
         return run
     run |= json.loads((outdir / "result.json").read_text())
     for key in ("predict", "predict_again"):
-        run[f"{key}_ms_per_1k_docs"] = 1e6 * run[f"{key}_s"] / run["n_test"]
+        if f"{key}_s" in run:
+            run[f"{key}_ms_per_1k_docs"] = 1e6 * run[f"{key}_s"] / run["n_test"]
     run["model_mb"] = bench_common.dir_mb(outdir / "model")
     run |= bench_common.score(workdir, outdir / "pred.npz")
     shutil.rmtree(outdir)

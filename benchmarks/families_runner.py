@@ -17,7 +17,9 @@ side of the graph (stages named ``evaluation`` or ``diagnostics``, and stages la
 graph's wall time minus those stages (``graph_s`` keeps the total). Prediction is
 ``XmcModel.predict`` on the test texts (top ``TOPK``), timed twice. Writes to ``OUTDIR``:
 ``model/`` (``XmcModel.save``), ``pred.npz`` (csr (n_test, n_labels) in the shared label
-index) and ``result.json``.
+index) and ``result.json``. On a machine with a GPU, a family that runs on torch has the GPU's
+utilisation sampled every 0.5 s (``gpu_sampler.py``): its mean over the training and over each
+stage call, and the peak allocated GPU memory, are in ``result.json`` (``gpu``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from peer_runner import TOPK, _ours_warmup  # benchmarks/ (the script's folder) 
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.families.train import check_corpus, train_graph, values_of
+from xmc_core.model import registry
 from xmc_core.stages.graph import Held, InProcessRunner, Stage
 
 TEST_STAGES = ("evaluation", "diagnostics")
@@ -53,9 +56,46 @@ class TimedRunner(InProcessRunner):
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Held:
         t0 = time.perf_counter()
         held = super().__call__(stage, label=label, **args)
-        wall = time.perf_counter() - t0
-        self.calls.append({"label": label or stage.name, "stage": stage.name, "wall_s": wall})
+        t1 = time.perf_counter()
+        call = {"label": label or stage.name, "stage": stage.name, "wall_s": t1 - t0}
+        self.calls.append(call | {"t_start": t0, "t_end": t1})
         return held
+
+
+def start_gpu_sampler(cfg: XmcConfig) -> Any | None:
+    """A started ``gpu_sampler.GpuSampler`` when the family runs on torch and a GPU is present
+    (torch is not imported for the other families: it would count in their RSS)."""
+    if "torch" not in registry.family(cfg.model.kind).requirements:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    from gpu_sampler import GpuSampler
+
+    sampler = GpuSampler(torch.device("cuda"))
+    sampler.start()
+    return sampler
+
+
+def gpu_record(sampler: Any | None, calls: list[dict[str, Any]], t0: float) -> dict[str, Any]:
+    """The GPU's mean utilisation over the training and per stage call (``calls`` get a
+    ``gpu`` entry), its peak allocated memory; ``{"sampled": False}`` without a sampler. Drops
+    the calls' ``t_start``/``t_end`` marks either way."""
+    out: dict[str, Any] = {"sampled": sampler is not None}
+    if sampler is not None:
+        import torch
+
+        sampler.stop()
+        train = [c for c in calls if not on_test_split(c)]
+        out |= {"source": sampler.source, "train": sampler.mean(t0, train[-1]["t_end"])}
+        out["peak_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        out["gpu_name"] = torch.cuda.get_device_name()
+        for call in calls:
+            call["gpu"] = sampler.mean(call["t_start"], call["t_end"])
+    for call in calls:
+        del call["t_start"], call["t_end"]
+    return out
 
 
 def on_test_split(call: dict[str, Any]) -> bool:
@@ -69,12 +109,14 @@ def train(corpus: Corpus, cfg: XmcConfig) -> tuple[dict[str, Any], dict[str, Any
     check_corpus(corpus, cfg)
     run = TimedRunner(str(cfg.work_dir))
     marks: dict[str, float] = {}
+    sampler = start_gpu_sampler(cfg)
     t0 = time.perf_counter()
     handles = train_graph(
         run, run.source(Corpus, str(corpus.path)), cfg,
         on_featurized=lambda _: marks.setdefault("featurized", time.perf_counter()),
     )  # fmt: skip
     graph_s = time.perf_counter() - t0
+    gpu = gpu_record(sampler, run.calls, t0)
     outputs = values_of(run, handles)
     excluded = [c for c in run.calls if on_test_split(c)]
     record = {
@@ -84,6 +126,7 @@ def train(corpus: Corpus, cfg: XmcConfig) -> tuple[dict[str, Any], dict[str, Any
         "test_side_s": sum(c["wall_s"] for c in excluded),
         "test_side_stages": [c["label"] for c in excluded],
         "stages_s": run.calls,
+        "gpu": gpu,
     }
     return outputs, record
 

@@ -1,0 +1,129 @@
+"""benchmarks/xr_transformer.py: PECOS XR-Transformer's inputs made from our config (same tree,
+texts in feature-row order, translated parameters), the issue's targets by hand, the command
+line, and a tiny end-to-end run of the two XR-Transformers (peers venv only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pecos_xrt
+import pytest
+import scipy.sparse as sp
+import xr_transformer
+import xrt_targets
+
+from tests.benchmarks.test_families import PEERS_PYTHON, write_lines_dataset
+from xmc_core.config import XmcConfig
+from xmc_core.transformer.encoder import default_encoder_path
+
+TINY_TREE = [
+    "tree.branching=4", "tree.max_leaf_size=4", "matcher.min_clusters=4",
+    "matcher.max_clusters=40", "matcher.steps_per_level=6", "encoder.max_length=32",
+]  # fmt: skip
+"""On the tiny corpus (76 labels): tree [2, 8, 32, 76], matcher levels 1 and 2."""
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("xrt")
+    workdir = tmp / "work"
+    workdir.mkdir()
+    pecos_xrt.bench_common.prepare(write_lines_dataset(tmp / "tiny"), workdir, True)
+    return workdir
+
+
+def test_pecos_gets_our_matcher_tree_from_its_first_level_and_the_texts(prepared: Path) -> None:
+    cfg = XmcConfig.load(None, TINY_TREE)
+    context = pecos_xrt.prepare(prepared, cfg)
+    assert context["matcher_tree_sizes"] == [2, 8, 32, 76]
+    assert context["matcher_levels"] == [1, 2]
+    assert context["chain_sizes"] == [8, 32, 76]  # level 1 joined to the root
+    tree = pecos_xrt.matcher_tree(prepared, cfg)
+    folder = prepared / "pecos-xrt"
+    chain = [sp.load_npz(folder / f"chain-{i}.npz") for i in range(3)]
+    assert chain[0].shape == (8, 1) and chain[0].toarray().ravel().tolist() == [1.0] * 8
+    for mine, theirs in zip(chain[1:], tree.C[2:], strict=True):
+        assert (mine != theirs).nnz == 0
+    texts = json.loads((folder / "texts-train.json").read_text(encoding="utf-8"))
+    assert len(texts) == sp.load_npz(prepared / "X_train.npz").shape[0] == 200
+    test_texts = json.loads((folder / "texts-test.json").read_text(encoding="utf-8"))
+    assert len(test_texts) == 60 and all(isinstance(t, str) and t for t in test_texts)
+
+
+def test_pecos_parameters_are_translated_from_our_config() -> None:
+    cfg = XmcConfig.load(None, [*TINY_TREE, "matcher.device=cpu", "matcher.teacher_forcing=false"])
+    s = pecos_xrt.settings(cfg)
+    matcher = s["train_params"]["matcher_params_chain"]
+    assert matcher["model_shortcut"] == str(default_encoder_path())
+    assert matcher["negative_sampling"] == "man"
+    assert (matcher["max_steps"], matcher["warmup_steps"], matcher["batch_size"]) == (6, 1, 32)
+    assert matcher["learning_rate"] == 5e-5 and matcher["use_gpu"] is False
+    assert s["pred_params"]["matcher_params_chain"] == {"only_topk": 10, "truncate_length": 32}
+    indexer = {"nr_splits": 4, "max_leaf_size": 4}
+    assert s["train_params"]["refined_indexer_params"] == indexer
+    assert s["train_params"]["max_match_clusters"] == 40
+    assert pecos_xrt.negatives(XmcConfig()) == "tfn+man"
+
+
+def summary(train_s: float, p1: float, predict_ms: float = 1000.0) -> dict:
+    run = {"status": "ok", "metrics": {"P@1": p1}}
+    return {
+        "status": "ok", "train_s_median": train_s, "metrics": {"P@1": p1},
+        "predict_ms_per_1k_median": predict_ms, "runs": [run],
+    }  # fmt: skip
+
+
+def test_targets_by_hand() -> None:
+    methods = {
+        "xr-transformer": summary(1200.0, 0.7050, predict_ms=1400.0),
+        "pecos-xr-transformer": summary(2500.0, 0.7000),
+        "xr-linear": summary(20.0, 0.6758),
+        "pecos": summary(25.0, 0.6818),
+    }
+    t = xrt_targets.targets({"debian-deps": {"methods": methods}})
+    assert t["vs_pecos"]["train_ratio"] == pytest.approx(0.48)
+    assert t["vs_pecos"]["P@1_points"] == pytest.approx(0.50)
+    assert t["vs_pecos"]["met"] is True
+    assert t["budget"]["best_linear"] == "pecos"
+    assert t["budget"]["P@1_gain"] == pytest.approx(2.32)
+    assert t["budget"]["met"] is True
+    assert t["predict"]["met"] is True and t["predict"]["P@1_loss"] == 0.0
+    # reduced precision that loses 0.4 points of P@1 misses the prediction target
+    methods["xr-transformer"]["runs"][0]["full_precision_metrics"] = {"P@1": 0.7090}
+    methods["pecos-xr-transformer"]["train_s_median"] = 1900.0  # 0.63x: too slow
+    t = xrt_targets.targets({"debian-deps": {"methods": methods}})
+    assert t["predict"]["P@1_loss"] == pytest.approx(0.40)
+    assert t["predict"]["met"] is False and t["vs_pecos"]["met"] is False
+    lines = xrt_targets.lines(t)
+    assert "1200 vs 1900 s = 0.63x" in lines[2] and lines[2].endswith("NOT met")
+    assert xrt_targets.targets({})["budget"]["met"] is None
+
+
+def test_command_line_presets_and_methods() -> None:
+    args = xr_transformer.parse_args(["--preset", "cpu-long", "--set", "matcher.seed=3"])
+    assert args.config == xr_transformer.PRESETS["cpu-long"]
+    assert args.methods == list(xr_transformer.METHODS) and args.overrides == ["matcher.seed=3"]
+    with pytest.raises(SystemExit):
+        xr_transformer.parse_args(["--methods", "xr-transformer,attentionxml"])
+
+
+def test_tiny_run_of_both_xr_transformers(tmp_path: Path) -> None:
+    if not PEERS_PYTHON.exists():
+        pytest.skip("no peers venv (make peers-venv)")
+    write_lines_dataset(tmp_path / "data" / "tiny")
+    out = tmp_path / "results.json"
+    argv = [
+        "--datasets-root", str(tmp_path / "data"), "--datasets", "tiny",
+        "--methods", "xr-transformer,pecos-xr-transformer", "--peers-python", str(PEERS_PYTHON),
+        "--out", str(out), *(f"--set={s}" for s in [*TINY_TREE, "matcher.eval_docs=20"]),
+    ]  # fmt: skip
+    assert xr_transformer.main(argv) == 0
+    methods = json.loads(out.read_text())["datasets"]["tiny"]["methods"]
+    for name in ("xr-transformer", "pecos-xr-transformer"):
+        assert methods[name]["status"] == "ok", methods[name].get("why")
+        assert 0 < methods[name]["metrics"]["P@1"] <= 1
+    pecos = methods["pecos-xr-transformer"]["runs"][0]
+    assert pecos["chain_sizes"] == [8, 32, 76]
+    assert len(pecos["stages"]["matcher_level_s"]) == 2  # the levels of 8 and 32 clusters
+    assert pecos["settings"]["pred_params"]["matcher_params_chain"]["truncate_length"] == 32
