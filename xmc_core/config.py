@@ -111,6 +111,10 @@ class MatcherConfig(Section):
     bootstrap: bool = True
     steps_per_level: int = Field(1000, ge=0)
     batch_size: int = Field(32, ge=1)
+    pool_batches: int = Field(
+        0, ge=0, description="training batches drawn together and sorted by length, so a "
+        "batch pads less (0: plain random batches)",
+    )  # fmt: skip
     encoder_lr: float = Field(5e-5, gt=0)
     head_lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.01, ge=0)

@@ -14,7 +14,7 @@ from tests.model_helpers import Featurized
 from xmc_core.cnn import trainer
 from xmc_core.cnn.checkpoint import load_tensors
 from xmc_core.cnn.embeddings import initial_embeddings
-from xmc_core.cnn.trainer import epoch_batches, train_network
+from xmc_core.cnn.trainer import train_network
 from xmc_core.cnn.vocab import vocabulary
 from xmc_core.config import XmcConfig
 from xmc_core.config_families import XmlCnnConfig
@@ -54,16 +54,6 @@ def test_the_network_never_sees_the_test_split(
         train_in_process(Corpus(cnn_dataset), cnn_config.model_copy(update={"work_dir": tmp_path}))
     assert seen["n"] == cnn_features.train.X.shape[0] == 300
     assert (seen["Y"] != cnn_features.train.Y).nnz == 0
-
-
-def test_batches_group_lengths_and_cover_each_row_once() -> None:
-    lengths = np.arange(100)[::-1].copy()
-    batches = epoch_batches(np.arange(100), lengths, 10, np.random.default_rng(0))
-    assert len(batches) == 10 and sorted(np.concatenate(batches).tolist()) == list(range(100))
-    spans = [int(np.ptp(lengths[b])) for b in batches]
-    assert max(spans) < 20  # one pool of 50 batches: sorted, so each batch is 10 neighbours
-    short = epoch_batches(np.arange(7), lengths, 10, np.random.default_rng(0))
-    assert [len(b) for b in short] == [7]  # fewer rows than a batch: one batch
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,13 @@ from xmc_core.transformer.encoder import TextEncoder, load_tokenizer
 from xmc_core.transformer.head import LevelHead, bootstrap_head
 from xmc_core.transformer.shortlist import LevelProblem
 from xmc_core.transformer.tokens import tokenize_texts
-from xmc_core.transformer.trainer import fit_level, lr_factor, precision_at, squared_hinge
+from xmc_core.transformer.trainer import (
+    batches,
+    fit_level,
+    lr_factor,
+    precision_at,
+    squared_hinge,
+)
 
 
 def test_squared_hinge_by_hand():
@@ -163,3 +169,23 @@ def test_evaluations_log_their_p_at_k_in_the_progress_line(tx_encoder_dir, tx_co
             f", P@1 {record['P@1']:.4f}, P@3 {record['P@3']:.4f}, P@5 {record['P@5']:.4f}"
         )
     assert "P@" not in lines[0]
+
+
+def test_pooled_batches_pad_less_cover_each_pass_and_repeat_with_the_seed():
+    rows = np.arange(0, 200, 2)  # 100 training rows
+    lengths = np.zeros(200, dtype=np.int32)
+    lengths[rows] = np.random.default_rng(5).integers(1, 129, size=100)
+    pooled = batches(rows, 10, 0, 1, lengths, pool_batches=5)
+    one_pass = [next(pooled) for _ in range(10)]
+    assert sorted(np.concatenate(one_pass).tolist()) == rows.tolist()
+    plain = batches(rows, 10, 0, 1)
+    plain_pass = [next(plain) for _ in range(10)]
+
+    def width(bs: list[np.ndarray]) -> int:  # padded tokens per document, summed over batches
+        return sum(int(lengths[b].max()) for b in bs)
+
+    assert width(one_pass) < 0.8 * width(plain_pass)
+    again = batches(rows, 10, 0, 1, lengths, pool_batches=5)
+    assert all(np.array_equal(a, next(again)) for a in one_pass)
+    unpooled = batches(rows, 10, 0, 1, lengths, pool_batches=0)  # the plain batches
+    assert all(np.array_equal(a, next(unpooled)) for a in plain_pass)

@@ -40,30 +40,10 @@ from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch
 from xmc_core.progress import Clock, StepLog, duration
 from xmc_core.storage.atomic import write_json
 from xmc_core.transformer.encoder import resolve_device
-from xmc_core.transformer.tokens import TokenizedTexts
+from xmc_core.transformer.tokens import TokenizedTexts, epoch_batches
 
 log = logging.getLogger(__name__)
 WHAT = "xml-cnn"
-POOL_BATCHES = 50
-"""Batches drawn together and sorted by length (see :func:`epoch_batches`)."""
-
-
-def epoch_batches(
-    rows: np.ndarray, lengths: np.ndarray, batch_size: int, rng: np.random.Generator
-) -> list[np.ndarray]:
-    """An epoch's batches of ``batch_size`` rows: a permutation of ``rows`` (a short last
-    batch left out) cut into pools of :data:`POOL_BATCHES` batches, each pool sorted by
-    document length and cut into batches, the batches then shuffled; documents of similar
-    length share a batch, so little of it is padding."""
-    kept = max(len(rows) // batch_size * batch_size, min(len(rows), batch_size))
-    order = rng.permutation(rows)[:kept]
-    pool = POOL_BATCHES * batch_size
-    batches = []
-    for start in range(0, len(order), pool):
-        part = order[start : start + pool]
-        part = part[np.argsort(lengths[part], kind="stable")]
-        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
-    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def resume_dir(out: Path) -> Path:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from xmc_core.corpus import Corpus, PartitionRef
 
 CHUNK = 4096  # texts per tokenizer call (bounds the Python lists it builds)
+POOL_BATCHES = 50
+"""Batches drawn together and sorted by length (see :func:`epoch_batches`)."""
 
 
 @dataclass(frozen=True)
@@ -110,3 +112,22 @@ def tokenize_partition(
     return tokenize_texts(
         tokenizer, corpus.read_partition(ref, ["text"]).column("text"), max_length
     )
+
+
+def epoch_batches(
+    rows: np.ndarray, lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+    pool_batches: int = POOL_BATCHES,
+) -> list[np.ndarray]:  # fmt: skip
+    """An epoch's batches of ``batch_size`` rows: a permutation of ``rows`` (a short last
+    batch left out) cut into pools of ``pool_batches`` batches, each pool sorted by document
+    length (``lengths``, indexed by row) and cut into batches, the batches then shuffled;
+    documents of similar length share a batch, so little of it is padding."""
+    kept = max(len(rows) // batch_size * batch_size, min(len(rows), batch_size))
+    order = rng.permutation(rows)[:kept]
+    pool = pool_batches * batch_size
+    batches = []
+    for start in range(0, len(order), pool):
+        part = order[start : start + pool]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]

@@ -24,7 +24,7 @@ from xmc_core.progress import Clock, StepLog
 from xmc_core.transformer.encoder import TextEncoder, autocast, embed
 from xmc_core.transformer.head import LevelHead
 from xmc_core.transformer.shortlist import LevelProblem, top_clusters
-from xmc_core.transformer.tokens import TokenizedTexts
+from xmc_core.transformer.tokens import TokenizedTexts, epoch_batches
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,18 @@ def precision_at(
     return {f"P@{k}": v for k, v in precision_at_k(problem.Y[rows], top, ks).items()}
 
 
-def batches(train_rows: np.ndarray, batch_size: int, seed: int, level: int) -> Iterator[np.ndarray]:
+def batches(
+    train_rows: np.ndarray, batch_size: int, seed: int, level: int,
+    lengths: np.ndarray | None = None, pool_batches: int = 0,
+) -> Iterator[np.ndarray]:  # fmt: skip
     """Endless batches of ``batch_size`` rows of ``train_rows``: passes over a fresh permutation
-    drawn from ``(seed, level)``; a pass stops before a short last batch."""
+    drawn from ``(seed, level)``; a pass stops before a short last batch. With ``pool_batches``
+    > 0, each pass is :func:`~xmc_core.transformer.tokens.epoch_batches` of ``lengths`` (pools
+    of that many batches sorted by length: less padding)."""
     rng = np.random.default_rng([seed, level])
+    if pool_batches > 0 and lengths is not None:
+        while True:
+            yield from epoch_batches(train_rows, lengths, batch_size, rng, pool_batches)
     order, cursor = rng.permutation(train_rows), 0
     while True:
         if cursor + batch_size > len(order):
@@ -166,7 +174,9 @@ def fit_level(
     progress = StepLog(log, what, total, clock=clock)
     start = last = progress.start
     running, seen, n_steps = 0.0, 0, 0
-    train_batches = batches(train_rows, cfg.batch_size, cfg.seed, level)
+    train_batches = batches(
+        train_rows, cfg.batch_size, cfg.seed, level, tokens.lengths, cfg.pool_batches
+    )
     for step in range(total):
         rows = next(train_batches)
         loss = loop.step(rows)
