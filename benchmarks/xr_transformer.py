@@ -9,6 +9,9 @@ Usage, from the repository root, with the project venv (and ``make peers-venv`` 
         [--out benchmarks/results/xr-transformer-<date>.json]
     python benchmarks/xr_transformer.py --report FILE      # print the tables and targets
 
+``--validation FRACTION`` replaces each dataset's test split by that fraction of its train split
+(seed 0; the rest trains): where a preset's settings are chosen, never on the test split.
+
 Each dataset is ingested and featurized ONCE (``bench_common.prepare``, default ``XmcConfig``:
 word uni+bigram TF-IDF, 200,000 features; the corpus is kept for the texts). Then each method,
 ``--repeats`` times, methods interleaved, each run in its own subprocess with its peak RSS (the
@@ -120,6 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu-reduced")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_")
+    p.add_argument(
+        "--validation", type=float, metavar="FRACTION",
+        help="benchmark on a validation split: this fraction of each dataset's train split, "
+        "carved out (seed 0) and used as the test split; the test split is never read",
+    )  # fmt: skip
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--timeout", type=float, default=14400.0, help="seconds per run")
     p.add_argument("--peers-python", type=Path, default=REPO / ".venv-peers/bin/python")
@@ -139,9 +147,16 @@ def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
     """Every dataset, in order, in a temporary folder removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="xmc-xrt-") as tmp:
         for name in args.datasets.split(","):
-            workdir = Path(tmp) / name
+            workdir, src = Path(tmp) / name, args.datasets_root / name
             workdir.mkdir()
-            report["datasets"][name] = bench_dataset(args.datasets_root / name, workdir, args)
+            carved = None
+            if args.validation is not None:  # settings are chosen here, never on the test split
+                dest = Path(tmp) / "validation" / name
+                carved = bench_common.validation_source(src, dest, args.validation, seed=0)
+                src = dest
+            report["datasets"][name] = bench_dataset(src, workdir, args)
+            if carved is not None:
+                report["datasets"][name]["stats"]["validation"] = carved
             print("\n".join(fr.dataset_table(name, report["datasets"][name])), flush=True)
             shutil.rmtree(workdir)
 

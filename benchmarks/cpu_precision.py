@@ -1,0 +1,132 @@
+"""The encoder on this CPU in float32 vs bf16 and fp16 autocast: training step and embedding.
+
+Usage, from the repository root, with the project venv, nothing else running::
+
+    python benchmarks/cpu_precision.py [--dataset ../shared/datasets/debian-deps]
+        [--lengths 64,128] [--steps 8] [--out benchmarks/results/cpu-precision-<date>.json]
+
+The packaged all-MiniLM-L6-v2 (``TextEncoder``, mean pooling) on the first 2,048 training texts
+of ``--dataset``, with torch's threads as configured (all cores). For each token length and each
+of ``fp32`` (no autocast), ``bf16`` and ``fp16`` (``torch.autocast("cpu", dtype)``): the median
+seconds of a training step (32 random documents, forward, a loss on the embeddings, backward,
+AdamW; the first 2 steps are warm-up) and the milliseconds per document of embedding the 512
+longest documents in batches of 128 (inference mode), with the smallest cosine between those
+embeddings and the float32 ones. A lever for the CPU preset only if it is faster here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import bench_common  # benchmarks/ (the script's folder) is on sys.path
+import numpy as np
+import torch
+
+from xmc_core.config import EncoderConfig
+from xmc_core.transformer.encoder import TextEncoder, default_encoder_path, load_tokenizer
+from xmc_core.transformer.tokens import TokenizedTexts, tokenize_texts
+
+MODES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+N_TEXTS, BATCH, EMBED_DOCS, EMBED_BATCH, WARMUP = 2048, 32, 512, 128, 2
+
+
+def cast(mode: str) -> contextlib.AbstractContextManager:
+    dtype = MODES[mode]
+    return contextlib.nullcontext() if dtype is None else torch.autocast("cpu", dtype=dtype)
+
+
+def train_steps(tokens: TokenizedTexts, length: int, mode: str, steps: int) -> list[float]:
+    """Seconds of each training step (fresh encoder and AdamW, batches drawn from seed 0)."""
+    torch.manual_seed(0)
+    encoder = TextEncoder.load(EncoderConfig(max_length=length)).train()
+    opt = torch.optim.AdamW(encoder.parameters(), lr=5e-5)
+    rng, seconds = np.random.default_rng(0), []
+    for _ in range(steps):
+        ids, mask = tokens.batch(
+            rng.choice(tokens.n_docs, BATCH, replace=False), torch.device("cpu")
+        )
+        t0 = time.perf_counter()
+        with cast(mode):
+            emb = encoder(ids, mask)
+        loss = (emb.float().sum(1) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seconds.append(time.perf_counter() - t0)
+    return seconds
+
+
+def embed_longest(tokens: TokenizedTexts, length: int, mode: str) -> tuple[float, np.ndarray]:
+    """(ms per document, embeddings) of the EMBED_DOCS longest documents."""
+    encoder = TextEncoder.load(EncoderConfig(max_length=length)).eval()
+    order = np.argsort(-tokens.lengths, kind="stable")[:EMBED_DOCS]
+    out = np.empty((len(order), encoder.hidden_size), dtype=np.float32)
+    t0 = time.perf_counter()
+    with torch.inference_mode(), cast(mode):
+        for start in range(0, len(order), EMBED_BATCH):
+            ids, mask = tokens.batch(order[start : start + EMBED_BATCH], torch.device("cpu"))
+            out[start : start + EMBED_BATCH] = encoder(ids, mask).float().numpy()
+    return 1000 * (time.perf_counter() - t0) / len(order), out
+
+
+def measure(texts: list[str], lengths: list[int], steps: int) -> list[dict[str, Any]]:
+    """One record per (token length, mode)."""
+    tokenizer = load_tokenizer(default_encoder_path())
+    rows = []
+    for length in lengths:
+        tokens = tokenize_texts(tokenizer, texts, length)
+        reference = None
+        for mode in MODES:
+            step_s = statistics.median(train_steps(tokens, length, mode, steps)[WARMUP:])
+            ms, emb = embed_longest(tokens, length, mode)
+            reference = emb if reference is None else reference
+            cosine = float(np.min(np.sum(emb * reference, axis=1)))
+            rows.append({"max_length": length, "mode": mode, "train_step_s": step_s,
+                         "train_docs_per_s": BATCH / step_s, "embed_ms_per_doc": ms,
+                         "min_cosine_to_fp32": cosine})  # fmt: skip
+            print(f"{length} tokens, {mode}: train step {step_s:.3f} s, embed {ms:.2f} ms/doc, "
+                  f"min cosine {cosine:.5f}", flush=True)  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    today = dt.date.today().isoformat()
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        default=bench_common.REPO.parent / "shared" / "datasets" / "debian-deps",
+    )
+    p.add_argument("--lengths", default="64,128")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=bench_common.REPO / f"benchmarks/results/cpu-precision-{today}.json",
+    )
+    args = p.parse_args(argv)
+    texts = (args.dataset / "train_texts.txt").read_text(encoding="utf-8").splitlines()[:N_TEXTS]
+    rows = measure(texts, [int(v) for v in args.lengths.split(",")], args.steps)
+    given = sys.argv[1:] if argv is None else argv
+    report = {
+        "command": shlex.join(["python", "benchmarks/cpu_precision.py", *given]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": bench_common.machine_basics() | {"torch": torch.__version__,
+                                                     "torch_threads": torch.get_num_threads()},
+        "git": bench_common.git_state(), "rows": rows,
+    }  # fmt: skip
+    bench_common.write_json(args.out, report)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
