@@ -183,10 +183,11 @@ def transformer_budget(workdir: Path, sets: dict[str, list[str]]) -> dict[str, A
 
 def run_ours(
     name: str, workdir: Path, sets: list[str], timeout_s: float, extra: list[str],
-    preset: Path | None = None,
+    preset: Path | None = None, keep: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One ``families_runner.py`` subprocess for method ``name``: its preset (or ``preset``),
-    the method's own overrides, the user's ``sets``, then ``extra`` (computed overrides)."""
+    the method's own overrides, the user's ``sets``, then ``extra`` (computed overrides);
+    ``keep``: see :func:`finish`."""
     method = METHODS[name]
     preset = preset or method.preset
     items = [*method.sets, *sets, *extra]
@@ -196,13 +197,15 @@ def run_ours(
     shutil.rmtree(outdir, ignore_errors=True)
     cmd = [sys.executable, str(OURS_RUNNER), str(workdir), str(outdir)]
     cmd += ["--config", str(preset), *(f"--set={item}" for item in items)]
-    return finish(cmd, workdir, outdir, log, timeout_s)
+    return finish(cmd, workdir, outdir, log, timeout_s, keep)
 
 
 def finish(
-    cmd: list[str], workdir: Path, outdir: Path, log: Path, timeout_s: float
-) -> dict[str, Any]:
-    """Run ``cmd`` measured; read its ``result.json``, size its model, score its predictions."""
+    cmd: list[str], workdir: Path, outdir: Path, log: Path, timeout_s: float,
+    keep: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Run ``cmd`` measured; read its ``result.json``, size its model, score its predictions
+    (``keep``: where its model folder is moved, replacing what is there, instead of deleted)."""
     run: dict[str, Any] = {"load_avg_before": os.getloadavg(), "command": shlex.join(cmd)}
     run |= bench_common.measure(cmd, log, timeout_s)
     run["load_avg_after"] = os.getloadavg()
@@ -216,6 +219,11 @@ def finish(
             run[f"{key}_ms_per_1k_docs"] = 1e6 * run[f"{key}_s"] / run["n_test"]
     run["model_mb"] = bench_common.dir_mb(outdir / "model")
     run |= bench_common.score(workdir, outdir / "pred.npz")
+    if keep is not None:
+        shutil.rmtree(keep, ignore_errors=True)
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(outdir / "model", keep)
+        run["model_kept"] = str(keep)
     shutil.rmtree(outdir)
     return run
 

@@ -73,7 +73,8 @@ def run_method(
 ) -> dict[str, Any]:
     """One run of method ``name`` on the prepared ``workdir``."""
     if name == "xr-transformer":
-        return fm.run_ours(name, workdir, args.overrides, args.timeout, [], preset=args.config)
+        keep = None if args.keep_models is None else args.keep_models / workdir.name
+        return fm.run_ours(name, workdir, args.overrides, args.timeout, [], args.config, keep)
     if name == "pecos-xr-transformer":
         return pecos_xrt.run(workdir, str(args.peers_python), context, args.timeout)
     if name == "xr-linear":
@@ -129,6 +130,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "carved out (seed 0) and used as the test split; the test split is never read",
     )  # fmt: skip
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument(
+        "--keep-models", type=Path, metavar="DIR",
+        help="keep our XR-Transformer's model folder of each dataset in DIR/<dataset> (the "
+        "last repeat's), e.g. to measure its predictions at reduced precision",
+    )  # fmt: skip
     p.add_argument("--timeout", type=float, default=14400.0, help="seconds per run")
     p.add_argument("--peers-python", type=Path, default=REPO / ".venv-peers/bin/python")
     out = REPO / f"benchmarks/results/xr-transformer-{today}.json"

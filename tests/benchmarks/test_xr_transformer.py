@@ -15,6 +15,7 @@ import xrt_targets
 
 from tests.benchmarks.test_families import PEERS_PYTHON, write_lines_dataset
 from xmc_core.config import XmcConfig
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.transformer.encoder import default_encoder_path
 
 TINY_TREE = [
@@ -117,12 +118,16 @@ def test_tiny_run_of_both_xr_transformers(tmp_path: Path) -> None:
         "--datasets-root", str(tmp_path / "data"), "--datasets", "tiny",
         "--methods", "xr-transformer,pecos-xr-transformer", "--peers-python", str(PEERS_PYTHON),
         "--out", str(out), *(f"--set={s}" for s in [*TINY_TREE, "matcher.eval_docs=20"]),
+        "--keep-models", str(tmp_path / "kept"),
     ]  # fmt: skip
     assert xr_transformer.main(argv) == 0
     methods = json.loads(out.read_text())["datasets"]["tiny"]["methods"]
     for name in ("xr-transformer", "pecos-xr-transformer"):
         assert methods[name]["status"] == "ok", methods[name].get("why")
         assert 0 < methods[name]["metrics"]["P@1"] <= 1
+    kept = tmp_path / "kept" / "tiny"
+    assert methods["xr-transformer"]["runs"][0]["model_kept"] == str(kept)
+    assert XmcModel.load(kept).family == "xr-transformer"
     pecos = methods["pecos-xr-transformer"]["runs"][0]
     assert pecos["chain_sizes"] == [8, 32, 76]
     assert len(pecos["stages"]["matcher_level_s"]) == 2  # the levels of 8 and 32 clusters
