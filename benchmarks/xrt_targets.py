@@ -54,7 +54,7 @@ def budget(methods: dict[str, Any]) -> dict[str, Any]:
     ours = _ok(methods, OURS)
     linear = {m: r for m in LINEAR if (r := _ok(methods, m)) is not None}
     if ours is None or not linear:
-        return {"met": None, "why": f"{OURS if ours is None else 'no XR-Linear'} did not run"}
+        return {"met": None, "why": f"{OURS} did not run" if ours is None else "no XR-Linear ran"}
     best = max(linear, key=lambda m: _p1(linear[m]))
     gain = _p1(ours) - _p1(linear[best])
     train_s = ours["train_s_median"]
