@@ -186,9 +186,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
-    """Every dataset, in order, in a temporary folder removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="xmc-families-") as tmp:
+def run_all(
+    args: argparse.Namespace, report: dict[str, Any],
+    bench: Callable[[Path, Path, argparse.Namespace], dict[str, Any]] | None = None,
+    prefix: str = "xmc-families-",
+) -> None:  # fmt: skip
+    """Every dataset, in order, benchmarked by ``bench(src, workdir, args)`` (default
+    :func:`bench_dataset`) in a temporary folder removed afterwards; with ``args.validation``
+    on a carve of its train split."""
+    bench = bench or bench_dataset
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         for name in args.datasets.split(","):
             workdir, src = Path(tmp) / name, args.datasets_root / name
             workdir.mkdir()
@@ -197,7 +204,7 @@ def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
                 dest = Path(tmp) / "validation" / name
                 carved = bench_common.validation_source(src, dest, args.validation, seed=0)
                 src = dest
-            report["datasets"][name] = bench_dataset(src, workdir, args)
+            report["datasets"][name] = bench(src, workdir, args)
             if carved is not None:
                 report["datasets"][name]["stats"]["validation"] = carved
             print("\n".join(fr.dataset_table(name, report["datasets"][name])), flush=True)

@@ -40,9 +40,7 @@ import datetime as dt
 import json
 import os
 import shlex
-import shutil
 import sys
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -150,21 +148,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
-    """Every dataset, in order, in a temporary folder removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="xmc-xrt-") as tmp:
-        for name in args.datasets.split(","):
-            workdir, src = Path(tmp) / name, args.datasets_root / name
-            workdir.mkdir()
-            carved = None
-            if args.validation is not None:  # settings are chosen here, never on the test split
-                dest = Path(tmp) / "validation" / name
-                carved = bench_common.validation_source(src, dest, args.validation, seed=0)
-                src = dest
-            report["datasets"][name] = bench_dataset(src, workdir, args)
-            if carved is not None:
-                report["datasets"][name]["stats"]["validation"] = carved
-            print("\n".join(fr.dataset_table(name, report["datasets"][name])), flush=True)
-            shutil.rmtree(workdir)
+    """Every dataset, as :func:`families.run_all` does, each by :func:`bench_dataset`."""
+    families.run_all(args, report, bench_dataset, prefix="xmc-xrt-")
 
 
 def main(argv: list[str] | None = None) -> int:
