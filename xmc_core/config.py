@@ -109,6 +109,11 @@ class MatcherConfig(Section):
     negative_weight: float = Field(1.0, gt=0)
     importance_weights: bool = True
     bootstrap: bool = True
+    bootstrap_docs: int | None = Field(
+        None, ge=1, description="training documents the first level's head bootstrap embeds "
+        "with the pretrained encoder, drawn from the seed (None: every one); deeper levels reuse "
+        "the previous level's embeddings of every document",
+    )  # fmt: skip
     steps_per_level: int = Field(1000, ge=0)
     batch_size: int = Field(32, ge=1)
     pool_batches: int = Field(

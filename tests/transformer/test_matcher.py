@@ -13,7 +13,13 @@ from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError
 from xmc_core.families.xr_transformer import tokenize
 from xmc_core.linear.tree import LabelTree
-from xmc_core.transformer.matcher import MatcherCheckpoint, matcher_rows, train_matcher
+from xmc_core.transformer.matcher import (
+    MatcherCheckpoint,
+    bootstrap_rows,
+    matcher_rows,
+    train_matcher,
+    train_matcher_level,
+)
 from xmc_core.transformer.shortlist import matcher_levels
 from xmc_core.transformer.tokens import TokenizedTexts
 
@@ -33,6 +39,38 @@ def test_rows_hold_out_and_subsample(tx_config):
     assert len(val) == 40 and len(train) == 300 and not np.intersect1d(train, val).size
     again = matcher_rows(1000, tx_config.matcher.model_copy(update={"train_docs": 300}))
     assert np.array_equal(again[0], train)
+
+
+def test_bootstrap_rows_subsample_the_matcher_documents(tx_config):
+    rows = np.arange(0, 200, 2, dtype=np.int64)
+    every = tx_config.matcher.model_copy(update={"bootstrap_docs": None})
+    assert np.array_equal(bootstrap_rows(rows, every), rows)
+    assert np.array_equal(
+        bootstrap_rows(rows, every.model_copy(update={"bootstrap_docs": 500})), rows
+    )
+    some = every.model_copy(update={"bootstrap_docs": 30})
+    picked = bootstrap_rows(rows, some)
+    assert len(picked) == 30 and np.all(np.diff(picked) > 0) and np.isin(picked, rows).all()
+    assert np.array_equal(bootstrap_rows(rows, some), picked)
+
+
+def test_first_level_bootstraps_on_bootstrap_docs_only(tmp_path, monkeypatch, inputs, tx_config):
+    tokens, Y, tree = inputs
+    embedded: list[int] = []
+    real = matcher_mod._embed
+
+    def counting(encoder, toks, rows, *args):
+        embedded.append(len(rows))
+        return real(encoder, toks, rows, *args)
+
+    monkeypatch.setattr(matcher_mod, "_embed", counting)
+    cfg = tx_config.matcher.model_copy(update={"steps_per_level": 0, "bootstrap_docs": 7})
+    level = matcher_levels(tree, cfg)[0]
+    ckpt = train_matcher_level(tokens, Y, tree, level, None, tx_config.encoder, cfg, tmp_path)
+    train, val = matcher_rows(tokens.n_docs, cfg)
+    assert embedded == [7, len(train) + len(val)]  # the bootstrap, then the level's documents
+    W, _ = ckpt.head().arrays()
+    assert np.abs(W).sum() > 0  # the head was fitted, not left at zero
 
 
 def test_levels_checkpoint_and_resume_after_failure(

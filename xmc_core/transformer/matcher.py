@@ -67,6 +67,15 @@ def matcher_rows(n_docs: int, cfg: MatcherConfig) -> tuple[np.ndarray, np.ndarra
     return np.sort(train).astype(np.int64), np.sort(val).astype(np.int64)
 
 
+def bootstrap_rows(train_rows: np.ndarray, cfg: MatcherConfig) -> np.ndarray:
+    """The first level's bootstrap documents: ``cfg.bootstrap_docs`` of ``train_rows`` (sorted
+    int64) drawn from ``cfg.seed``, or all of them."""
+    if cfg.bootstrap_docs is None or cfg.bootstrap_docs >= len(train_rows):
+        return train_rows
+    rng = np.random.default_rng([cfg.seed, 1])
+    return np.sort(rng.choice(train_rows, cfg.bootstrap_docs, replace=False))
+
+
 @dataclass(frozen=True)
 class MatcherCheckpoint:
     """A finished matcher level, read lazily from its folder."""
@@ -160,13 +169,15 @@ def _train_level(
     )  # fmt: skip
     head = LevelHead(problem.n_clusters, encoder.hidden_size)
     if cfg.bootstrap:
+        fit_rows = train_rows
         if E_prev is None:
+            fit_rows = bootstrap_rows(train_rows, cfg)
             E_prev = np.zeros((n, encoder.hidden_size), dtype=np.float32)
-            E_prev[train_rows] = _embed(
-                encoder, tokens, train_rows, device, cfg, f"{what}: embedding for the bootstrap"
+            E_prev[fit_rows] = _embed(
+                encoder, tokens, fit_rows, device, cfg, f"{what}: embedding for the bootstrap"
             )
-        sub = _restrict(problem, train_rows)
-        head.set_arrays(*bootstrap_head(E_prev[train_rows], sub, tree.C[level], cfg.seed))
+        sub = _restrict(problem, fit_rows)
+        head.set_arrays(*bootstrap_head(E_prev[fit_rows], sub, tree.C[level], cfg.seed))
     history = fit_level(
         encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level, what=what
     )
