@@ -57,13 +57,18 @@ def test_cpu_presets_are_the_benchmarked_reduced_configurations() -> None:
     assert reduced.model.kind == "xr-transformer" and reduced.matcher.device == "cpu"
     assert reduced.encoder.max_length == 64 and reduced.matcher.train_docs == 8000
     assert (reduced.matcher.steps_per_level, reduced.matcher.batch_size) == (150, 32)
-    assert (reduced.matcher.eval_every, reduced.matcher.eval_docs) == (50, 500)
-    assert reduced.matcher.max_clusters == 512
+    assert (reduced.matcher.eval_every, reduced.matcher.eval_docs) == (75, 500)
+    assert reduced.matcher.max_clusters == 512 and reduced.matcher.bootstrap_docs == 2000
+    assert reduced.ranker.leaf_cost_scales == [1.0]
     long = load("xr-transformer-cpu-long.yaml")
-    assert long.model.kind == "xr-transformer" and long.matcher.device == "cpu"
-    assert long.encoder.max_length == 128 and long.matcher.train_docs is None
-    assert (long.matcher.steps_per_level, long.matcher.eval_every) == (400, 100)
-    assert long.matcher.max_clusters == 512
+    assert long.matcher.steps_per_level == 300 and long.matcher.eval_every == 100
+    # otherwise the same settings: twice the steps is the only difference that trains
+    same = long.model_copy(
+        update={
+            "matcher": long.matcher.model_copy(update={"steps_per_level": 150, "eval_every": 75})
+        }
+    )
+    assert same == reduced
 
 
 def test_gpu_preset_runs_the_full_matcher_on_cuda_in_bf16() -> None:
