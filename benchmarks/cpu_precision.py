@@ -44,7 +44,8 @@ N_TEXTS, BATCH, EMBED_DOCS, EMBED_BATCH, WARMUP = 2048, 32, 512, 128, 2
 
 
 def cast(mode: str) -> contextlib.AbstractContextManager:
-    dtype = MODES[mode]
+    """Autocast to ``mode``'s dtype; none for fp32 and int8 (its layers are int8 already)."""
+    dtype = MODES.get(mode)
     return contextlib.nullcontext() if dtype is None else torch.autocast("cpu", dtype=dtype)
 
 
@@ -72,14 +73,14 @@ def train_steps(tokens: TokenizedTexts, length: int, mode: str, steps: int) -> l
 def embed_longest(tokens: TokenizedTexts, length: int, mode: str) -> tuple[float, np.ndarray]:
     """(ms per document, embeddings) of the EMBED_DOCS longest documents."""
     encoder = TextEncoder.load(EncoderConfig(max_length=length)).eval()
-    if mode == INT8:  # torch marks this API for a move to torchao: say it once, in the docs
+    if mode == INT8:  # torch warns this API moves to torchao: not news here
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.ao")
         encoder = quantize_dynamic(encoder, {torch.nn.Linear}, dtype=torch.qint8)
     order = np.argsort(-tokens.lengths, kind="stable")[:EMBED_DOCS]
     out = np.empty((len(order), encoder.hidden_size), dtype=np.float32)
     t0 = time.perf_counter()
-    with torch.inference_mode(), cast(mode if mode != INT8 else "fp32"):
+    with torch.inference_mode(), cast(mode):
         for start in range(0, len(order), EMBED_BATCH):
             ids, mask = tokens.batch(order[start : start + EMBED_BATCH], torch.device("cpu"))
             out[start : start + EMBED_BATCH] = encoder(ids, mask).float().numpy()
