@@ -29,7 +29,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,astec]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,astec,onnx]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 env:

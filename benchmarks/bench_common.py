@@ -12,15 +12,19 @@ method; PSP@k with the training label counts, A=0.55, B=1.5).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
 import platform
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -370,6 +374,33 @@ def machine_info(
     if peers_python is not None:
         info["peers_venv"] = peers_versions(peers_python, peer_libs)
     return info
+
+
+def add_dataset_and_out(p: argparse.ArgumentParser, stem: str) -> None:
+    """``--dataset`` (default debian-deps beside the repository) and ``--out`` (default
+    ``benchmarks/results/<stem>-<today>.json``), the arguments of the torch benchmarks."""
+    today = dt.date.today().isoformat()
+    default = REPO.parent / "shared" / "datasets" / "debian-deps"
+    p.add_argument("--dataset", type=Path, default=default)
+    p.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/{stem}-{today}.json")
+
+
+def write_torch_report(out: Path, script: str, argv: list[str] | None, **fields: Any) -> None:
+    """A torch benchmark's results file at ``out`` (see :func:`write_json`): the command that
+    made it (``python benchmarks/<script>`` and ``argv``, default the process's arguments), the
+    date, the machine with torch's version and threads, the git state; then ``fields``."""
+    import torch
+
+    given = sys.argv[1:] if argv is None else argv
+    report = {
+        "command": shlex.join(["python", f"benchmarks/{script}", *given]),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine_basics() | {"torch": torch.__version__,
+                                       "torch_threads": torch.get_num_threads()},
+        "git": git_state(),
+    } | fields  # fmt: skip
+    write_json(out, report)
+    print(f"wrote {out}")
 
 
 # ---------------------------------------------------------------- report

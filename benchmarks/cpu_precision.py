@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
-import shlex
 import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import bench_common  # benchmarks/ (the script's folder) is on sys.path
@@ -115,33 +112,14 @@ def measure(texts: list[str], lengths: list[int], steps: int) -> list[dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    today = dt.date.today().isoformat()
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument(
-        "--dataset",
-        type=Path,
-        default=bench_common.REPO.parent / "shared" / "datasets" / "debian-deps",
-    )
     p.add_argument("--lengths", default="64,128")
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=bench_common.REPO / f"benchmarks/results/cpu-precision-{today}.json",
-    )
+    bench_common.add_dataset_and_out(p, "cpu-precision")
     args = p.parse_args(argv)
     texts = (args.dataset / "train_texts.txt").read_text(encoding="utf-8").splitlines()[:N_TEXTS]
     rows = measure(texts, [int(v) for v in args.lengths.split(",")], args.steps)
-    given = sys.argv[1:] if argv is None else argv
-    report = {
-        "command": shlex.join(["python", "benchmarks/cpu_precision.py", *given]),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": bench_common.machine_basics() | {"torch": torch.__version__,
-                                                     "torch_threads": torch.get_num_threads()},
-        "git": bench_common.git_state(), "rows": rows,
-    }  # fmt: skip
-    bench_common.write_json(args.out, report)
-    print(f"wrote {args.out}")
+    bench_common.write_torch_report(args.out, "cpu_precision.py", argv, rows=rows)
     return 0
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import bench_common  # benchmarks/ (the script's folder) is on sys.path
 import numpy as np
 import scipy.sparse as sp
+from families_runner import FULL_PRECISION
 
 from xmc_core.config import XmcConfig
 from xmc_core.config_families import XmlCnnConfig
@@ -219,6 +220,8 @@ def finish(
             run[f"{key}_ms_per_1k_docs"] = 1e6 * run[f"{key}_s"] / run["n_test"]
     run["model_mb"] = bench_common.dir_mb(outdir / "model")
     run |= bench_common.score(workdir, outdir / "pred.npz")
+    if (full := outdir / FULL_PRECISION).is_file():  # read by xrt_targets.predict
+        run["full_precision_metrics"] = bench_common.score(workdir, full)["metrics"]
     if keep is not None:
         shutil.rmtree(keep, ignore_errors=True)
         keep.parent.mkdir(parents=True, exist_ok=True)

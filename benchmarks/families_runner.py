@@ -17,7 +17,8 @@ side of the graph (stages named ``evaluation`` or ``diagnostics``, and stages la
 graph's wall time minus those stages (``graph_s`` keeps the total). Prediction is
 ``XmcModel.predict`` on the test texts (top ``TOPK``), timed twice. Writes to ``OUTDIR``:
 ``model/`` (``XmcModel.save``), ``pred.npz`` (csr (n_test, n_labels) in the shared label
-index) and ``result.json``. On a machine with a GPU, a family that runs on torch has the GPU's
+index; and ``pred-full-precision.npz``, the same model in float32, when it predicts in int8)
+and ``result.json``. On a machine with a GPU, a family that runs on torch has the GPU's
 utilisation sampled every 0.5 s (``gpu_sampler.py``): its mean over the training and over each
 stage call, and the peak allocated GPU memory, are in ``result.json`` (``gpu``).
 """
@@ -44,6 +45,9 @@ from xmc_core.stages.graph import Held, InProcessRunner, Stage
 
 TEST_STAGES = ("evaluation", "diagnostics")
 """Stage names that score the test split: not training."""
+FULL_PRECISION = "pred-full-precision.npz"
+"""A model that predicts at reduced precision (``matcher.predict_runtime: onnx-int8``) also
+predicts the test texts once with the same weights in float32 (torch), into this file."""
 
 
 class TimedRunner(InProcessRunner):
@@ -144,6 +148,10 @@ def to_shared(pred: sp.csr_matrix, names: list[str], shared: list[str]) -> sp.cs
     return sp.csr_matrix((coo.data[keep], (rows, new_cols)), shape=(pred.shape[0], len(shared)))
 
 
+def save_pred(path: Path, pred: sp.csr_matrix) -> None:
+    sp.save_npz(path, sp.csr_matrix(pred, dtype=np.float32), compressed=False)
+
+
 def timed(fn: Any) -> tuple[Any, float]:
     """``fn()`` and its wall seconds."""
     t0 = time.perf_counter()
@@ -164,11 +172,16 @@ def train_and_predict(workdir: Path, outdir: Path, cfg: XmcConfig) -> dict[str, 
     again_s = timed(lambda: model.predict(texts, topk=TOPK))[1]
     shared = json.loads((workdir / "labels.json").read_text(encoding="utf-8"))
     names = model.labels.names.to_pylist()
-    pred = to_shared(pred, names, shared)
+    save_pred(outdir / "pred.npz", to_shared(pred, names, shared))
+    full_s = None
+    if getattr(model.encoder, "runtime", "torch") != "torch":  # the full-precision P@1 too
+        full = model.with_encoder(model.encoder.on_runtime("torch"))
+        pred, full_s = timed(lambda: full.predict(texts, topk=TOPK))
+        save_pred(outdir / FULL_PRECISION, to_shared(pred, names, shared))
     model.save(outdir / "model")
-    sp.save_npz(outdir / "pred.npz", sp.csr_matrix(pred, dtype=np.float32), compressed=False)
     evaluation = outputs.get("evaluation")
     return record | {
+        "full_precision_predict_s": full_s,
         "predict_s": predict_s,
         "predict_again_s": again_s,
         "n_test": len(texts),

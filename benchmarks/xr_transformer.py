@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(json.loads(args.report.read_text(encoding="utf-8"))))
         return 0
     given = sys.argv[1:] if argv is None else argv
-    machine = bench_common.machine_info(args.peers_python, PEER_LIBS)
+    peers = args.peers_python if {"pecos", "pecos-xr-transformer"} & set(args.methods) else None
+    machine = bench_common.machine_info(peers, PEER_LIBS)  # no peers venv needed without them
     machine["project_venv"] |= {lib: version(lib) for lib in ("torch", "transformers")}
     report: dict[str, Any] = {
         "command": shlex.join(["python", "benchmarks/xr_transformer.py", *given]),

@@ -132,6 +132,11 @@ class MatcherConfig(Section):
     bf16: bool = Field(True, description="bf16 autocast on CUDA")
     embed_batch_size: int = Field(128, ge=1)
     embedding_weight: float = Field(1.0, gt=0)
+    predict_runtime: Literal["torch", "onnx-int8"] = Field(
+        "torch", description="the saved model's encoder on a CPU at predict time: torch "
+        "(float32), or onnx-int8 (ONNX Runtime, int8 weights: faster, embeddings a little "
+        "off; needs the onnx extra); a CUDA device always runs torch",
+    )  # fmt: skip
     seed: int = 0
 
     @model_validator(mode="after")

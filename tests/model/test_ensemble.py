@@ -263,6 +263,9 @@ def test_a_pyfunc_pins_what_its_members_import() -> None:
     mixed = load("{kind: xr-linear}", "{kind: xr-transformer}")
     assert registry.requirements("ensemble", linear) == []
     assert "torch" in registry.requirements("ensemble", mixed)
+    assert "onnxruntime" not in registry.requirements("ensemble", mixed)
+    fast = load("{kind: xr-transformer, set: [matcher.predict_runtime=onnx-int8]}")
+    assert "onnxruntime" in registry.requirements("ensemble", fast)  # as its member asks
 
 
 @pytest.fixture(scope="module")

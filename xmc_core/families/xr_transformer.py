@@ -150,7 +150,7 @@ def transformer_model(
     encoder, tokenizer = checkpoint.encoder()
     features = EmbeddingFeatures(
         encoder, tokenizer, matcher.embedding_weight, matcher.embed_batch_size, matcher.device,
-        matcher.bf16,
+        matcher.bf16, matcher.predict_runtime,
     )  # fmt: skip
     return XmcModel(
         family, vectorizer, labels, features, ranker, label_counts(train.Y), train.X.shape[0]
@@ -273,6 +273,11 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def runtime_requirements(cfg: XmcConfig) -> tuple[str, ...]:
+    """The int8 encoder's runtime, when ``matcher.predict_runtime`` asks for it."""
+    return ("onnxruntime",) if cfg.matcher.predict_runtime == "onnx-int8" else ()
+
+
 FAMILY = Family(
     name=NAME,
     graph=graph,
@@ -284,4 +289,5 @@ FAMILY = Family(
     ),
     needs_text=True,
     requirements=("torch", "transformers", "safetensors", "tokenizers"),
+    config_requirements=runtime_requirements,
 )  # fmt: skip

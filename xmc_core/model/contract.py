@@ -120,7 +120,8 @@ class Family:
     it reads (shown in the run report, checked by the contract tests); ``plugin_section``: the
     config section class of a family defined outside ``xmc_core`` (its values live under
     ``plugins.<name>`` in the config); ``needs_text``: trains on raw text (not bag-of-words);
-    ``requirements``: packages its served model imports beyond the core ones; ``members``:
+    ``requirements``: packages its served model imports beyond the core ones (and
+    ``config_requirements``: those it imports as a config sets it up); ``members``:
     a family made of other families (an ensemble): ``cfg`` -> its :class:`Member` s, whose
     needs (raw text, label texts, packages) are checked and pinned for it.
     """
@@ -132,6 +133,7 @@ class Family:
     plugin_section: type[Section] | None = None
     needs_text: bool = False
     requirements: Sequence[str] = ()
+    config_requirements: Callable[[XmcConfig], Sequence[str]] | None = None
     members: Callable[[XmcConfig], Sequence[Member]] | None = None
 
 

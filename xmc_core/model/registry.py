@@ -99,10 +99,13 @@ def trained_families(cfg: XmcConfig) -> list[tuple[Member, Family]]:
 
 def requirements(name: str, cfg: XmcConfig | None = None) -> list[str]:
     """Packages a served model of family ``name`` imports beyond the core ones: the family's
-    own and, when ``cfg`` trains ``name``, those of every family it is made of."""
+    own and, when ``cfg`` trains ``name``, those of every family it is made of, with those
+    their config asks for (``Family.config_requirements``)."""
     found = list(family(name).requirements)
     if cfg is not None and cfg.model.kind == name:
-        found += [r for _, f in trained_families(cfg) for r in f.requirements]
+        for member, f in trained_families(cfg):
+            found += f.requirements
+            found += f.config_requirements(member.cfg) if f.config_requirements else ()
     return list(dict.fromkeys(found))
 
 

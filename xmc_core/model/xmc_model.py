@@ -92,6 +92,13 @@ class XmcModel:
         self.n_train_docs = n_train_docs
         self._cut_logged = False
 
+    def with_encoder(self, encoder: Encoder) -> XmcModel:
+        """This model with another encoder (e.g. the same weights on another runtime)."""
+        return XmcModel(
+            self.family, self.vectorizer, self.labels, encoder, self.ranker, self.label_counts,
+            self.n_train_docs,
+        )  # fmt: skip
+
     def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
         """The ranker's input: the encoder's transform of TF-IDF rows ``X`` and ``texts``."""
         return self.encoder.transform(X, texts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -215,26 +215,40 @@ def embed(
 ) -> np.ndarray:
     """Unit-norm embeddings of tokenized texts: float32 (n, hidden), in input order.
 
-    ``batch_size`` documents per forward pass, bf16 autocast on CUDA when ``bf16`` (the
-    callers pass ``matcher.embed_batch_size`` and ``matcher.bf16``).
-
-    Documents are batched by length (longest first) so padding stays small. Runs longer than
-    30 s log their progress as ``what: i/n docs (pct), rate, time left``.
+    ``batch_size`` documents per forward pass (batched by :func:`by_length`), bf16 autocast on
+    CUDA when ``bf16`` (the callers pass ``matcher.embed_batch_size`` and ``matcher.bf16``).
     """
+
+    def run(rows: np.ndarray) -> np.ndarray:
+        ids, mask = tokens.batch(rows, device)
+        with autocast(device, bf16):
+            return encoder(ids, mask).float().cpu().numpy()
+
     was_training = encoder.training
     encoder.eval().to(device)
-    n = tokens.n_docs
-    out = np.empty((n, encoder.hidden_size), dtype=np.float32)
-    order = np.argsort(-tokens.lengths, kind="stable")
-    progress = RateLog(log, what, total=n, unit="docs")
     try:
-        for start in range(0, n, batch_size):
-            rows = order[start : start + batch_size]
-            ids, mask = tokens.batch(rows, device)
-            with autocast(device, bf16):
-                out[rows] = encoder(ids, mask).float().cpu().numpy()
-            progress.update(len(rows))
-        progress.done()
+        return by_length(tokens, batch_size, encoder.hidden_size, run, what)
     finally:
         encoder.train(was_training)
+
+
+def by_length(
+    tokens: TokenizedTexts,
+    batch_size: int,
+    width: int,
+    run: Callable[[np.ndarray], np.ndarray],
+    what: str,
+) -> np.ndarray:
+    """``run(rows)`` -> float32 (len(rows), width) over batches of ``batch_size`` documents,
+    longest first so padding stays small; the rows come back in input order. Runs longer than
+    30 s log their progress as ``what: i/n docs (pct), rate, time left``."""
+    n = tokens.n_docs
+    out = np.empty((n, width), dtype=np.float32)
+    order = np.argsort(-tokens.lengths, kind="stable")
+    progress = RateLog(log, what, total=n, unit="docs")
+    for start in range(0, n, batch_size):
+        rows = order[start : start + batch_size]
+        out[rows] = run(rows)
+        progress.update(len(rows))
+    progress.done()
     return out

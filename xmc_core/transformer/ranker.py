@@ -8,7 +8,7 @@ clusters that share a label with a cluster the matcher predicted for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from xmc_core.transformer.encoder import TextEncoder
+    from xmc_core.transformer.onnx_int8 import Int8Encoder
+
+RUNTIMES = ("torch", "onnx-int8")  # MatcherConfig.predict_runtime
 
 
 def concat_features(X: sp.csr_matrix, E: np.ndarray, weight: float) -> sp.csr_matrix:
@@ -103,9 +106,11 @@ class EmbeddedSplit(SplitFeatures):
 class EmbeddingFeatures:
     """The fine-tuned encoder as the model's encoder: texts -> ``[TF-IDF, weight * e]``.
 
-    ``weight``, ``batch_size``, ``device``, ``bf16``: the matcher config's
-    ``embedding_weight``, ``embed_batch_size``, ``device`` and ``bf16`` (saved with the model,
-    but the device, which is chosen at load time).
+    ``weight``, ``batch_size``, ``device``, ``bf16``, ``runtime``: the matcher config's
+    ``embedding_weight``, ``embed_batch_size``, ``device``, ``bf16`` and ``predict_runtime``
+    (saved with the model, but the device, which is chosen at load time). With ``onnx-int8``
+    the encoder is exported to ``int8`` when built (saved beside it), which embeds whenever
+    the device is a CPU.
     """
 
     uses_text = True
@@ -116,6 +121,22 @@ class EmbeddingFeatures:
     batch_size: int
     device: str
     bf16: bool
+    runtime: str = "torch"
+    int8: Int8Encoder | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime {self.runtime!r}, expected one of {RUNTIMES}")
+        if self.runtime == "onnx-int8" and self.int8 is None:
+            from xmc_core.transformer.onnx_int8 import Int8Encoder
+
+            self.int8 = Int8Encoder.from_encoder(self.encoder)
+
+    def on_runtime(self, runtime: str) -> EmbeddingFeatures:
+        """The same weights predicting on ``runtime`` (exported to int8 for ``onnx-int8``)."""
+        if runtime == self.runtime:
+            return self
+        return replace(self, runtime=runtime, int8=None)
 
     def embed(self, texts: list[str | None] | pa.Array) -> np.ndarray:
         """Unit embeddings float32 (n, h) of raw texts."""
@@ -124,6 +145,8 @@ class EmbeddingFeatures:
 
         tokens = tokenize_texts(self.tokenizer, texts, self.encoder.cfg.max_length)
         device = resolve_device(self.device)
+        if self.int8 is not None and device.type == "cpu":
+            return self.int8.embed(tokens, self.batch_size)
         return embed(self.encoder, tokens, device, self.batch_size, self.bf16)
 
     def transform(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
@@ -131,11 +154,15 @@ class EmbeddingFeatures:
         return concat_features(X, self.embed(texts), self.weight)
 
     def save(self, folder: str | Path) -> None:
-        """``encoder/`` (Hugging Face folder + tokenizer) and ``meta.json``."""
+        """``encoder/`` (Hugging Face folder + tokenizer), the int8 encoder if any, and
+        ``meta.json``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.encoder.cpu().save(folder / "encoder", self.tokenizer)
-        fields = {"weight": self.weight, "batch_size": self.batch_size, "bf16": self.bf16}
+        if self.int8 is not None:
+            self.int8.save(folder)
+        fields = {"weight": self.weight, "batch_size": self.batch_size, "bf16": self.bf16,
+                  "runtime": self.runtime}  # fmt: skip
         write_meta(folder, "EmbeddingFeatures", fields)
 
     @classmethod
@@ -149,5 +176,12 @@ class EmbeddingFeatures:
         encoder, tokenizer = TextEncoder.load_saved(folder / "encoder")
         with meta_fields(folder):
             weight, batch = float(meta["weight"]), int(meta["batch_size"])
-            bf16 = bool(meta["bf16"])
-        return cls(encoder, tokenizer, weight, batch, device, bf16)
+            bf16, runtime = bool(meta["bf16"]), meta.get("runtime", "torch")  # saved before int8
+            if runtime not in RUNTIMES:
+                raise ValueError(f"runtime {runtime!r}, expected one of {RUNTIMES}")
+        int8 = None
+        if runtime == "onnx-int8":
+            from xmc_core.transformer.onnx_int8 import Int8Encoder
+
+            int8 = Int8Encoder.load(folder, encoder.hidden_size)
+        return cls(encoder, tokenizer, weight, batch, device, bf16, runtime, int8)

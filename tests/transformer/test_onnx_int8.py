@@ -1,0 +1,132 @@
+"""The int8 ONNX encoder (``matcher.predict_runtime: onnx-int8``): close to the torch encoder,
+saved with the model, loaded back identical, clear errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import metadata
+
+import numpy as np
+import pytest
+import torch
+
+from tests.model_helpers import train_model
+from xmc_core.config import EncoderConfig, XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.errors import ArtifactError, InputError
+from xmc_core.model import registry
+from xmc_core.model.xmc_model import XmcModel
+from xmc_core.serving.package import pip_requirements
+from xmc_core.transformer.encoder import TextEncoder, embed, load_tokenizer
+from xmc_core.transformer.onnx_int8 import ONNX_FILE, Int8Encoder
+from xmc_core.transformer.ranker import EmbeddingFeatures
+from xmc_core.transformer.tokens import tokenize_texts
+
+TEXTS = ["", "short text", "a somewhat longer text about parsing and packaging " * 4]
+
+
+@pytest.fixture(scope="module")
+def encoder(tx_encoder_dir):
+    return TextEncoder.load(EncoderConfig(path=tx_encoder_dir, max_length=32), tx_encoder_dir)
+
+
+@pytest.fixture(scope="module")
+def int8(encoder):
+    return Int8Encoder.from_encoder(encoder)
+
+
+def test_embeddings_are_unit_rows_close_to_torch_in_input_order(encoder, int8, tx_encoder_dir):
+    tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), TEXTS, 32)
+    assert len(set(tokens.lengths.tolist())) == 3  # one padded batch of three lengths
+    full = embed(encoder, tokens, torch.device("cpu"), 8, False)
+    fast = int8.embed(tokens, 8)
+    assert fast.shape == full.shape == (3, encoder.hidden_size) and fast.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    cosines = np.sum(fast * full, axis=1)
+    assert cosines.min() > 0.95, cosines
+    # each row is its own document: one at a time gives (nearly) the same rows
+    alone = np.concatenate([int8.embed(tokens.take(np.array([i])), 1) for i in range(3)])
+    assert np.sum(alone * fast, axis=1).min() > 0.98
+    assert fast.tobytes() == int8.embed(tokens, 8).tobytes()  # deterministic
+
+
+def test_export_leaves_the_encoder_in_its_mode_and_attention(encoder):
+    encoder.train()
+    attention = encoder.body.config._attn_implementation
+    Int8Encoder.from_encoder(encoder)  # exports with eager attention
+    assert encoder.training and encoder.body.config._attn_implementation == attention
+    encoder.eval()
+
+
+def test_save_and_load_round_trip(tmp_path, int8, tx_encoder_dir):
+    int8.save(tmp_path)
+    loaded = Int8Encoder.load(tmp_path, int8.hidden_size)
+    tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), TEXTS, 32)
+    assert loaded.embed(tokens, 8).tobytes() == int8.embed(tokens, 8).tobytes()
+    (tmp_path / ONNX_FILE).write_bytes(b"not an onnx model")
+    with pytest.raises(ArtifactError, match=ONNX_FILE):
+        Int8Encoder.load(tmp_path, int8.hidden_size)
+    (tmp_path / ONNX_FILE).unlink()
+    with pytest.raises(ArtifactError, match="missing"):
+        Int8Encoder.load(tmp_path, int8.hidden_size)
+
+
+def test_missing_runtime_names_the_extra(monkeypatch, encoder):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(InputError, match=r"\.\[onnx\]"):
+        Int8Encoder.from_encoder(encoder)
+
+
+@pytest.fixture(scope="module")
+def int8_model(tmp_path_factory, tx_dataset, tx_config, tx_features):
+    cfg = tx_config.model_copy(
+        update={
+            "model": tx_config.model.model_copy(update={"kind": "xr-transformer"}),
+            "matcher": tx_config.matcher.model_copy(update={"predict_runtime": "onnx-int8"}),
+            "work_dir": tmp_path_factory.mktemp("work"),
+        }
+    )
+    return train_model(tx_features, cfg, Corpus(tx_dataset))
+
+
+def test_model_predicts_with_int8_and_round_trips(tmp_path, int8_model, tx_dataset):
+    assert int8_model.encoder.runtime == "onnx-int8" and int8_model.encoder.int8 is not None
+    texts = Corpus(tx_dataset).read_split("test", ["text"]).column("text").to_pylist()[:60]
+    fast = int8_model.predict(texts)
+    int8_model.save(tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / "encoder" / "meta.json").read_text())
+    assert meta["runtime"] == "onnx-int8" and ONNX_FILE in meta["files"]  # checksummed
+    loaded = XmcModel.load(tmp_path / "m", device="cpu")
+    again = loaded.predict(texts)
+    assert (fast != again).nnz == 0 and np.array_equal(fast.indices, again.indices)
+    # the same weights through torch: the int8 top label agrees on most documents
+    plain = int8_model.encoder.on_runtime("torch")
+    assert plain.int8 is None and plain.encoder is int8_model.encoder.encoder
+    full = int8_model.with_encoder(plain).predict(texts)
+    agree = np.mean([top_label(fast, i) == top_label(full, i) for i in range(len(texts))])
+    assert agree >= 0.9, agree
+
+
+def top_label(scores, row: int) -> int:
+    r = scores[row]
+    return int(r.indices[np.argmax(r.data)])
+
+
+def test_unknown_runtime_in_meta_fails_clearly(tmp_path, int8_model):
+    folder = tmp_path / "features"
+    int8_model.encoder.save(folder)
+    assert EmbeddingFeatures.load(folder, "cpu").int8 is not None
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps(meta | {"runtime": "tensorrt"}))
+    with pytest.raises(ArtifactError, match="runtime 'tensorrt'"):
+        EmbeddingFeatures.load(folder, "cpu")
+
+
+def test_a_served_int8_model_pins_onnxruntime() -> None:
+    plain = XmcConfig.load(None, ["model.kind=xr-transformer"])
+    fast = XmcConfig.load(None, ["model.kind=xr-transformer", "matcher.predict_runtime=onnx-int8"])
+    assert "onnxruntime" not in registry.requirements("xr-transformer", plain)
+    assert "onnxruntime" in registry.requirements("xr-transformer", fast)
+    pin = f"onnxruntime=={metadata.version('onnxruntime')}"
+    assert pin in pip_requirements("xr-transformer", fast)

@@ -1,0 +1,141 @@
+"""The fine-tuned encoder as an int8 ONNX model for prediction on a CPU
+(``matcher.predict_runtime: onnx-int8``).
+
+ONNX Runtime (the ``onnx`` extra) runs the encoder with int8 weights (one scale per output
+channel) and activations quantized on the fly (dynamic quantization), on the CPU's int8
+instructions (VNNI where present). The model is exported from the torch encoder when the
+model is built and saved beside it as ``encoder-int8.onnx``: an ONNX protobuf, no pickle.
+Speed and the P@1 it costs: BENCHMARKS.md "int8 prediction through ONNX Runtime".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from xmc_core.errors import ArtifactError, InputError
+from xmc_core.storage.atomic import write_bytes
+from xmc_core.transformer.encoder import by_length
+
+if TYPE_CHECKING:
+    from xmc_core.transformer.encoder import TextEncoder
+    from xmc_core.transformer.tokens import TokenizedTexts
+
+ONNX_FILE = "encoder-int8.onnx"
+OPSET = 17
+INPUTS = ("input_ids", "attention_mask")
+INSTALL = "install the onnx extra: pip install -e '.[onnx]' (make install does)"
+
+
+def _runtime() -> ModuleType:
+    """``onnxruntime``, or a clear error naming the extra that installs it."""
+    try:
+        import onnxruntime
+    except ImportError as err:
+        raise InputError(
+            None, "matcher.predict_runtime onnx-int8 needs onnxruntime, which is missing", INSTALL
+        ) from err
+    return onnxruntime
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the exporter's tracer warnings and the quantizer's advice (logged on the root
+    logger): neither is news to the user of a finished model."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def export_int8(encoder: TextEncoder) -> bytes:
+    """``encoder`` as a serialized int8 ONNX model: a float32 export with plain ("eager")
+    attention, then dynamic quantization of every matrix product's weights, per output channel
+    (the token embeddings stay float32). On this machine's CPU the eager graph ran ~15% faster
+    than the one exported from torch's fused attention, and ONNX Runtime's BERT fusions before
+    quantizing no faster (BENCHMARKS.md)."""
+    _runtime()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # a padded example, so that the traced graph keeps the attention mask
+    ids = torch.ones((2, 8), dtype=torch.int64)
+    mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3], dtype=torch.int64)
+    dims = {0: "batch", 1: "tokens"}
+    axes = {"input_ids": dims, "attention_mask": dims, "embedding": {0: "batch"}}
+    was_training, attention = encoder.training, encoder.body.config._attn_implementation
+    encoder.eval().cpu()
+    encoder.body.set_attn_implementation("eager")
+    try:
+        with tempfile.TemporaryDirectory(prefix="xmc-onnx-") as tmp, _quiet():
+            fp32, int8 = Path(tmp) / "encoder.onnx", Path(tmp) / "encoder-int8.onnx"
+            torch.onnx.export(
+                encoder, (ids, mask), fp32, input_names=list(INPUTS),
+                output_names=["embedding"], dynamic_axes=axes, opset_version=OPSET,
+                dynamo=False,
+            )  # fmt: skip
+            quantize_dynamic(
+                fp32, int8, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
+                per_channel=True,
+            )  # fmt: skip
+            return int8.read_bytes()
+    finally:
+        encoder.body.set_attn_implementation(attention)
+        encoder.train(was_training)
+
+
+class Int8Encoder:
+    """An int8 ONNX encoder in an ONNX Runtime session on the CPU (as many threads as torch)."""
+
+    def __init__(self, model: bytes, hidden_size: int, source: Path | None = None) -> None:
+        ort = _runtime()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = torch.get_num_threads()
+        options.log_severity_level = 3  # errors only
+        try:
+            self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime raises its own classes (Fail, InvalidProtobuf)
+            where = source if source is not None else "int8 encoder"
+            problem = f"cannot load an ONNX model ({type(err).__name__}: {err})"
+            raise ArtifactError(where, problem, "re-save the model") from err
+        self.model = model
+        self.hidden_size = hidden_size
+
+    @classmethod
+    def from_encoder(cls, encoder: TextEncoder) -> Int8Encoder:
+        """Export ``encoder`` (see :func:`export_int8`) and open it."""
+        return cls(export_int8(encoder), encoder.hidden_size)
+
+    def save(self, folder: Path) -> None:
+        """Write ``ONNX_FILE`` into ``folder`` (atomically)."""
+        write_bytes(folder / ONNX_FILE, self.model)
+
+    @classmethod
+    def load(cls, folder: Path, hidden_size: int) -> Int8Encoder:
+        """Open the ``ONNX_FILE`` that :meth:`save` wrote into ``folder``."""
+        path = folder / ONNX_FILE
+        if not path.is_file():
+            raise ArtifactError(path, "the int8 encoder is missing", "re-save the model")
+        return cls(path.read_bytes(), hidden_size, path)
+
+    def embed(self, tokens: TokenizedTexts, batch_size: int, what: str = "embedding") -> np.ndarray:
+        """Unit-norm embeddings float32 (n, hidden) of tokenized texts, in input order."""
+
+        def run(rows: np.ndarray) -> np.ndarray:
+            ids, mask = tokens.batch(rows, torch.device("cpu"))
+            feed = dict(zip(INPUTS, (ids.numpy(), mask.numpy()), strict=True))
+            return self.session.run(None, feed)[0]
+
+        return by_length(tokens, batch_size, self.hidden_size, run, what)
