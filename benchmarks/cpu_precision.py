@@ -3,7 +3,8 @@
 Usage, from the repository root, with the project venv, nothing else running::
 
     python benchmarks/cpu_precision.py [--dataset ../shared/datasets/debian-deps]
-        [--lengths 64,128] [--steps 8] [--out benchmarks/results/cpu-precision-<date>.json]
+        [--lengths 64,128] [--steps 8] [--modes fp32,bf16,fp16,int8,onnx-int8]
+        [--out benchmarks/results/cpu-precision-<date>.json]
 
 The packaged all-MiniLM-L6-v2 (``TextEncoder``, mean pooling) on the first 2,048 training texts
 of ``--dataset``, with torch's threads as configured (all cores). For each token length and each
@@ -12,8 +13,10 @@ seconds of a training step (32 random documents, forward, a loss on the embeddin
 AdamW; the first 2 steps are warm-up) and the milliseconds per document of embedding the 512
 longest documents in batches of 128 (inference mode), with the smallest cosine between those
 embeddings and the float32 ones, and ``int8`` (embedding only: torch's dynamic int8
-quantization of every ``nn.Linear``, weights per tensor, activations quantized on the fly), with
-the mean cosine too. A lever for the CPU preset only if it is faster here.
+quantization of every ``nn.Linear``, weights per tensor, activations quantized on the fly) and
+``onnx-int8`` (embedding only: the int8 ONNX export that ``matcher.predict_runtime: onnx-int8``
+runs in ONNX Runtime, weights per output channel), with the mean cosine too. ``--modes`` picks
+some (fp32 first: the reference). A lever for the CPU preset only if it is faster here.
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ from torch.ao.quantization import quantize_dynamic
 
 from xmc_core.config import EncoderConfig
 from xmc_core.transformer.encoder import TextEncoder, default_encoder_path, load_tokenizer
+from xmc_core.transformer.onnx_int8 import Int8Encoder
 from xmc_core.transformer.tokens import TokenizedTexts, tokenize_texts
 
 MODES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 INT8 = "int8"  # embedding only: quantize_dynamic's int8 Linear layers
+ONNX_INT8 = "onnx-int8"  # embedding only: what matcher.predict_runtime onnx-int8 runs
+EMBED_ONLY = (INT8, ONNX_INT8)
 N_TEXTS, BATCH, EMBED_DOCS, EMBED_BATCH, WARMUP = 2048, 32, 512, 128, 2
 
 
@@ -70,11 +76,18 @@ def train_steps(tokens: TokenizedTexts, length: int, mode: str, steps: int) -> l
 def embed_longest(tokens: TokenizedTexts, length: int, mode: str) -> tuple[float, np.ndarray]:
     """(ms per document, embeddings) of the EMBED_DOCS longest documents."""
     encoder = TextEncoder.load(EncoderConfig(max_length=length)).eval()
+    order = np.argsort(-tokens.lengths, kind="stable")[:EMBED_DOCS]
+    if mode == ONNX_INT8:
+        int8 = Int8Encoder.from_encoder(encoder)
+        longest = tokens.take(order)
+        int8.embed(longest.take(np.arange(8)), 8)  # the session's first run allocates: untimed
+        t0 = time.perf_counter()
+        out = int8.embed(longest, EMBED_BATCH)
+        return 1000 * (time.perf_counter() - t0) / len(order), out
     if mode == INT8:  # torch warns this API moves to torchao: not news here
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.ao")
         encoder = quantize_dynamic(encoder, {torch.nn.Linear}, dtype=torch.qint8)
-    order = np.argsort(-tokens.lengths, kind="stable")[:EMBED_DOCS]
     out = np.empty((len(order), encoder.hidden_size), dtype=np.float32)
     t0 = time.perf_counter()
     with torch.inference_mode(), cast(mode):
@@ -84,16 +97,18 @@ def embed_longest(tokens: TokenizedTexts, length: int, mode: str) -> tuple[float
     return 1000 * (time.perf_counter() - t0) / len(order), out
 
 
-def measure(texts: list[str], lengths: list[int], steps: int) -> list[dict[str, Any]]:
-    """One record per (token length, mode)."""
+def measure(
+    texts: list[str], lengths: list[int], steps: int, modes: list[str]
+) -> list[dict[str, Any]]:
+    """One record per (token length, mode); the first mode is the cosines' reference."""
     tokenizer = load_tokenizer(default_encoder_path())
     rows = []
     for length in lengths:
         tokens = tokenize_texts(tokenizer, texts, length)
         reference = None
-        for mode in [*MODES, INT8]:
+        for mode in modes:
             step_s = None
-            if mode != INT8:
+            if mode not in EMBED_ONLY:
                 step_s = statistics.median(train_steps(tokens, length, mode, steps)[WARMUP:])
             ms, emb = embed_longest(tokens, length, mode)
             reference = emb if reference is None else reference
@@ -115,10 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--lengths", default="64,128")
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--modes", default=",".join([*MODES, *EMBED_ONLY]), help="fp32 first")
     bench_common.add_dataset_and_out(p, "cpu-precision")
     args = p.parse_args(argv)
     texts = (args.dataset / "train_texts.txt").read_text(encoding="utf-8").splitlines()[:N_TEXTS]
-    rows = measure(texts, [int(v) for v in args.lengths.split(",")], args.steps)
+    lengths, modes = [int(v) for v in args.lengths.split(",")], args.modes.split(",")
+    if modes[0] != "fp32" or set(modes) - {*MODES, *EMBED_ONLY}:
+        p.error(f"--modes: fp32 first, then any of {[*MODES, *EMBED_ONLY][1:]}")
+    rows = measure(texts, lengths, args.steps, modes)
     bench_common.write_torch_report(args.out, "cpu_precision.py", argv, rows=rows)
     return 0
 
