@@ -64,9 +64,8 @@ def _quiet() -> Iterator[None]:
 def export_int8(encoder: TextEncoder) -> bytes:
     """``encoder`` as a serialized int8 ONNX model: a float32 export with plain ("eager")
     attention, then dynamic quantization of every matrix product's weights, per output channel
-    (the token embeddings stay float32). On this machine's CPU the eager graph ran ~15% faster
-    than the one exported from torch's fused attention, and ONNX Runtime's BERT fusions before
-    quantizing no faster (BENCHMARKS.md)."""
+    (the token embeddings stay float32): the graph BENCHMARKS.md "int8 prediction through ONNX
+    Runtime" measured (ONNX Runtime's BERT fusions before quantizing ran no faster)."""
     _runtime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
