@@ -89,6 +89,10 @@ class EncoderConfig(Section):
     pooling: Literal["mean", "cls"] = "mean"
 
 
+Runtime = Literal["torch", "onnx-int8"]
+"""Where a fine-tuned encoder embeds on a CPU: float32 torch, or its int8 ONNX export."""
+
+
 class MatcherConfig(Section):
     """Coarse-to-fine fine-tuning of the encoder over the label tree (XR-Transformer section 2).
 
@@ -132,10 +136,15 @@ class MatcherConfig(Section):
     bf16: bool = Field(True, description="bf16 autocast on CUDA")
     embed_batch_size: int = Field(128, ge=1)
     embedding_weight: float = Field(1.0, gt=0)
-    predict_runtime: Literal["torch", "onnx-int8"] = Field(
+    predict_runtime: Runtime = Field(
         "torch", description="the saved model's encoder on a CPU at predict time: torch "
         "(float32), or onnx-int8 (ONNX Runtime, int8 weights: faster, embeddings a little "
         "off; needs the onnx extra); a CUDA device always runs torch",
+    )  # fmt: skip
+    embed_runtime: Runtime = Field(
+        "torch", description="training's embedding passes on a CPU (each level's documents "
+        "for the next level's bootstrap and negatives, the ranker's features): torch, or "
+        "onnx-int8 (the encoder exported to int8 for each pass, as predict_runtime)",
     )  # fmt: skip
     seed: int = 0
 

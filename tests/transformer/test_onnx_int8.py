@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from tests.model_helpers import train_model
-from xmc_core.config import EncoderConfig, XmcConfig
+from xmc_core.config import EncoderConfig, MatcherConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.package import pip_requirements
 from xmc_core.transformer.encoder import TextEncoder, embed, load_tokenizer
-from xmc_core.transformer.onnx_int8 import ONNX_FILE, Int8Encoder
+from xmc_core.transformer.onnx_int8 import ONNX_FILE, Int8Encoder, embed_on
 from xmc_core.transformer.ranker import EmbeddingFeatures
 from xmc_core.transformer.tokens import tokenize_texts
 
@@ -78,16 +78,54 @@ def test_missing_runtime_names_the_extra(monkeypatch, encoder):
         Int8Encoder.from_encoder(encoder)
 
 
+def test_embed_on_runs_torch_or_the_int8_export(encoder, tx_encoder_dir):
+    tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), TEXTS, 32)
+    cpu = torch.device("cpu")
+    full = embed(encoder, tokens, cpu, 8, False)
+    given = {"embed_batch_size": 8, "bf16": False}
+    torch_cfg = MatcherConfig(**given)
+    assert torch_cfg.embed_runtime == "torch"  # the default
+    assert embed_on(encoder, tokens, cpu, torch_cfg).tobytes() == full.tobytes()
+    fast = embed_on(encoder, tokens, cpu, MatcherConfig(**given, embed_runtime="onnx-int8"))
+    assert fast.tobytes() != full.tobytes() and np.sum(fast * full, axis=1).min() > 0.95
+    assert fast.tobytes() == Int8Encoder.from_encoder(encoder).embed(tokens, 8).tobytes()
+
+
 @pytest.fixture(scope="module")
-def int8_model(tmp_path_factory, tx_dataset, tx_config, tx_features):
+def int8_trained(tmp_path_factory, tx_dataset, tx_config, tx_features):
+    """A model trained with ``embed_runtime`` and ``predict_runtime`` onnx-int8, and the
+    document count of each int8 embedding pass its training made."""
     cfg = tx_config.model_copy(
         update={
             "model": tx_config.model.model_copy(update={"kind": "xr-transformer"}),
-            "matcher": tx_config.matcher.model_copy(update={"predict_runtime": "onnx-int8"}),
+            "matcher": tx_config.matcher.model_copy(
+                update={"predict_runtime": "onnx-int8", "embed_runtime": "onnx-int8"}
+            ),
             "work_dir": tmp_path_factory.mktemp("work"),
         }
     )
-    return train_model(tx_features, cfg, Corpus(tx_dataset))
+    passes: list[int] = []
+    real = Int8Encoder.embed
+
+    def counted(self, tokens, batch_size, what="embedding"):
+        passes.append(tokens.n_docs)
+        return real(self, tokens, batch_size, what)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Int8Encoder, "embed", counted)
+        model = train_model(tx_features, cfg, Corpus(tx_dataset))
+    return model, passes
+
+
+@pytest.fixture(scope="module")
+def int8_model(int8_trained):
+    return int8_trained[0]
+
+
+def test_training_embeds_through_int8_when_asked(int8_trained, tx_features):
+    # each matcher level's documents, then the rest of train (the ranker's features)
+    passes, n_train = int8_trained[1], tx_features.train.X.shape[0]
+    assert len(passes) >= 3 and sum(passes) >= n_train, passes
 
 
 def test_model_predicts_with_int8_and_round_trips(tmp_path, int8_model, tx_dataset):

@@ -41,8 +41,9 @@ from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Runner, Stage
-from xmc_core.transformer.encoder import TextEncoder, embed, resolve_device
+from xmc_core.transformer.encoder import TextEncoder, resolve_device
 from xmc_core.transformer.matcher import MatcherCheckpoint
+from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.ranker import EmbeddedSplit
 from xmc_core.transformer.single_resolution import (
     CLUSTER_LEVEL,
@@ -69,7 +70,7 @@ def neural_label_features(
     model = TextEncoder.load(encoder)
     device = resolve_device(matcher.device)
     what = "x-transformer: embedding the training documents for PIFA"
-    E = embed(model, tokens, device, matcher.embed_batch_size, matcher.bf16, what)
+    E = embed_on(model, tokens, device, matcher, what)
     return LabelFeatures(neural_pifa(E, train.Y), "pifa_neural")
 
 

@@ -32,12 +32,12 @@ from xmc_core.transformer import tokens as token_lib
 from xmc_core.transformer.encoder import (
     TextEncoder,
     default_encoder_path,
-    embed,
     encoder_fingerprint,
     load_tokenizer,
     resolve_device,
 )
 from xmc_core.transformer.matcher import MatcherCheckpoint
+from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.ranker import (
     EmbeddedSplit,
     EmbeddingFeatures,
@@ -90,9 +90,7 @@ def final_embeddings(
     if missing.size:
         device = resolve_device(cfg.device)
         what = "embedding the other training documents"
-        E[missing] = embed(
-            encoder, tokens.take(missing), device, cfg.embed_batch_size, cfg.bf16, what
-        )
+        E[missing] = embed_on(encoder, tokens.take(missing), device, cfg, what)
     return E
 
 
@@ -107,7 +105,7 @@ def embed_split(
     else:
         device = resolve_device(matcher.device)
         what = f"embedding {name}"
-        E = embed(encoder, tokens, device, matcher.embed_batch_size, matcher.bf16, what)
+        E = embed_on(encoder, tokens, device, matcher, what)
     X = concat_features(split.X, E, matcher.embedding_weight)
     return EmbeddedSplit(X, split.Y, split.doc_ids, split.unknown_labels, E)
 

@@ -30,12 +30,12 @@ from xmc_core.storage.atomic import atomic_dir
 from xmc_core.transformer.encoder import (
     TextEncoder,
     default_encoder_path,
-    embed,
     load_tokenizer,
     resolve_device,
     seeded,
 )
 from xmc_core.transformer.head import LevelHead, bootstrap_head
+from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.shortlist import (
     LevelProblem,
     children_of,
@@ -244,7 +244,7 @@ def _embed(
     cfg: MatcherConfig,
     what: str,
 ) -> np.ndarray:
-    return embed(encoder, tokens.take(rows), device, cfg.embed_batch_size, cfg.bf16, what)
+    return embed_on(encoder, tokens.take(rows), device, cfg, what)
 
 
 def _predicted(

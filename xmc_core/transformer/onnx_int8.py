@@ -24,9 +24,10 @@ import torch
 
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.storage.atomic import write_bytes
-from xmc_core.transformer.encoder import by_length
+from xmc_core.transformer.encoder import by_length, embed
 
 if TYPE_CHECKING:
+    from xmc_core.config import MatcherConfig
     from xmc_core.transformer.encoder import TextEncoder
     from xmc_core.transformer.tokens import TokenizedTexts
 
@@ -138,3 +139,16 @@ class Int8Encoder:
             return self.session.run(None, feed)[0]
 
         return by_length(tokens, batch_size, self.hidden_size, run, what)
+
+
+def embed_on(
+    encoder: TextEncoder, tokens: TokenizedTexts, device: torch.device, cfg: MatcherConfig,
+    what: str = "embedding",
+) -> np.ndarray:  # fmt: skip
+    """A training pass's embeddings, float32 (n, hidden), unit rows, in input order:
+    :func:`~xmc_core.transformer.encoder.embed` with ``cfg.embed_batch_size`` and ``cfg.bf16``,
+    or through ``encoder``'s int8 export, made for this pass, when ``cfg.embed_runtime`` is
+    ``onnx-int8`` and ``device`` a CPU."""
+    if cfg.embed_runtime == "onnx-int8" and device.type == "cpu":
+        return Int8Encoder.from_encoder(encoder).embed(tokens, cfg.embed_batch_size, what)
+    return embed(encoder, tokens, device, cfg.embed_batch_size, cfg.bf16, what)

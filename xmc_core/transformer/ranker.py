@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import numpy as np
 import scipy.sparse as sp
 
+from xmc_core.config import Runtime
 from xmc_core.evaluation.ranking import top_k
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.split_features import SplitFeatures
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from xmc_core.transformer.encoder import TextEncoder
     from xmc_core.transformer.onnx_int8 import Int8Encoder
 
-RUNTIMES = ("torch", "onnx-int8")  # MatcherConfig.predict_runtime
+RUNTIMES = get_args(Runtime)  # MatcherConfig.predict_runtime
 
 
 def concat_features(X: sp.csr_matrix, E: np.ndarray, weight: float) -> sp.csr_matrix:
