@@ -1,11 +1,13 @@
-"""The fine-tuned encoder as an int8 ONNX model for prediction on a CPU
-(``matcher.predict_runtime: onnx-int8``).
+"""The fine-tuned encoder as an int8 ONNX model, to embed on a CPU: the saved model's
+prediction (``matcher.predict_runtime: onnx-int8``) and, if asked, training's embedding passes
+(``matcher.embed_runtime: onnx-int8``, :func:`embed_on`).
 
 ONNX Runtime (the ``onnx`` extra) runs the encoder with int8 weights (one scale per output
 channel) and activations quantized on the fly (dynamic quantization), on the CPU's int8
 instructions (VNNI where present). The model is exported from the torch encoder when the
-model is built and saved beside it as ``encoder-int8.onnx``: an ONNX protobuf, no pickle.
-Speed and the P@1 it costs: BENCHMARKS.md "int8 prediction through ONNX Runtime".
+model is built and saved beside it as ``encoder-int8.onnx``: an ONNX protobuf, no pickle
+(a training pass exports the encoder as it stands and keeps it in memory only). Speed and the
+P@1 it costs: BENCHMARKS.md "int8 prediction through ONNX Runtime".
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _runtime() -> ModuleType:
         import onnxruntime
     except ImportError as err:
         raise InputError(
-            None, "matcher.predict_runtime onnx-int8 needs onnxruntime, which is missing", INSTALL
+            None, "matcher's onnx-int8 runtime needs onnxruntime, which is missing", INSTALL
         ) from err
     return onnxruntime
 
