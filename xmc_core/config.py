@@ -87,6 +87,10 @@ class EncoderConfig(Section):
     path: Path | None = None
     max_length: int = Field(128, ge=4, description="subword tokens per document, truncated")
     pooling: Literal["mean", "cls"] = "mean"
+    layers: int | None = Field(
+        None, ge=1, description="keep the pretrained encoder's first N transformer layers and "
+        "fine-tune those (None: every layer): less compute per token in training and prediction",
+    )  # fmt: skip
 
 
 Runtime = Literal["torch", "onnx-int8"]

@@ -113,6 +113,20 @@ def _offline() -> Iterator[None]:
                 os.environ[key] = value
 
 
+@contextmanager
+def _quiet_report() -> Iterator[None]:
+    """No Hugging Face load report for the block: dropping layers leaves their weights
+    unused on purpose, which it would print as a table of "UNEXPECTED" keys."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     """The fast tokenizer of a local model folder."""
     from transformers import AutoTokenizer
@@ -156,9 +170,11 @@ class TextEncoder(nn.Module):
         path = Path(folder) if folder is not None else cfg.path or default_encoder_path()
         try:
             with _offline():
-                body, info = AutoModel.from_pretrained(
-                    path, local_files_only=True, output_loading_info=True
-                )
+                layers = _kept_layers(path, cfg.layers)
+                with _quiet_report() if layers else nullcontext():
+                    body, info = AutoModel.from_pretrained(
+                        path, local_files_only=True, output_loading_info=True, **layers
+                    )
         except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
             raise ArtifactError(
                 path,
@@ -202,6 +218,25 @@ class TextEncoder(nn.Module):
         with meta_fields(folder):
             cfg = EncoderConfig.model_validate(meta["config"])
         return cls.load(cfg, folder, strict=True), load_tokenizer(folder)
+
+
+def _kept_layers(path: Path, layers: int | None) -> dict[str, int]:
+    """``from_pretrained``'s override keeping the first ``layers`` transformer layers of the
+    model in ``path`` ({} for all of them); more layers than it has is an error, not random
+    new layers."""
+    if layers is None:
+        return {}
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    have = getattr(config, "num_hidden_layers", None)
+    if have is None or layers > have:
+        raise InputError(
+            None,
+            f"encoder.layers is {layers} but the encoder in {path} has {have} layers",
+            f"set encoder.layers to at most {have}, or leave it unset",
+        )
+    return {"num_hidden_layers": layers}
 
 
 @torch.no_grad()
