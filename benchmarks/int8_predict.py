@@ -4,7 +4,7 @@ Usage, from the repository root, with the project venv (``make install`` has the
 nothing else running::
 
     python benchmarks/int8_predict.py MODEL_DIR [--dataset ../shared/datasets/debian-deps]
-        [--repeats 3] [--out benchmarks/results/int8-predict-<date>.json]
+        [--repeats 3] [--batch-size B] [--out benchmarks/results/int8-predict-<date>.json]
 
 ``MODEL_DIR`` is a model saved with ``matcher.predict_runtime: torch``, for example one that
 ``benchmarks/xr_transformer.py --keep-models DIR`` kept (``DIR/<dataset>``). The same weights
@@ -12,7 +12,9 @@ predict the dataset's test texts twice: as saved, and with the encoder exported 
 (``EmbeddingFeatures(runtime="onnx-int8")``, what ``predict_runtime: onnx-int8`` trains into
 the model). Reports for each: the median of ``--repeats`` timed predictions (ms per 1,000
 documents; the first call of each warms up, untimed), every metric against the test labels, and
-the int8 embeddings' cosines to the float32 ones; and the export's seconds. Issue 18's target:
+the int8 embeddings' cosines to the float32 ones; and the export's seconds. ``--batch-size``
+embeds that many documents per forward pass in both runtimes instead of the model's saved
+``matcher.embed_batch_size``. Issue 18's target:
 ≤ 1.5 s per 1,000 documents at a P@1 loss ≤ 0.3 against the float32 model.
 """
 
@@ -24,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +68,11 @@ def measure(
     return row, model.encoder.embed(texts)
 
 
-def run(model_dir: Path, dataset: Path, repeats: int) -> dict[str, Any]:
-    """Both runtimes on ``dataset``'s test split (ingested into a temporary folder)."""
+def run(
+    model_dir: Path, dataset: Path, repeats: int, batch_size: int | None = None
+) -> dict[str, Any]:
+    """Both runtimes on ``dataset``'s test split (ingested into a temporary folder), at
+    ``batch_size`` documents per forward pass (None: the model's own)."""
     with tempfile.TemporaryDirectory(prefix="xmc-int8-") as tmp:
         workdir = Path(tmp)
         stats = bench_common.prepare(dataset, workdir, keep_corpus=True)
@@ -74,6 +80,8 @@ def run(model_dir: Path, dataset: Path, repeats: int) -> dict[str, Any]:
         model = XmcModel.load(model_dir, device="cpu")
         if model.family != "xr-transformer" or model.encoder.runtime != "torch":
             raise SystemExit(f"{model_dir}: not an XR-Transformer model saved for torch")
+        if batch_size is not None:
+            model = model.with_encoder(replace(model.encoder, batch_size=batch_size))
         full, E_full = measure(model, texts, workdir, repeats, "float32")
         twin, export_s = int8_twin(model)
         fast, E_fast = measure(twin, texts, workdir, repeats, "int8")
@@ -82,7 +90,8 @@ def run(model_dir: Path, dataset: Path, repeats: int) -> dict[str, Any]:
     speedup = full["predict_ms_per_1k"] / fast["predict_ms_per_1k"]
     print(f"int8: P@1 loss {loss:.2f}, {speedup:.2f}x faster, export {export_s:.1f} s")
     return {
-        "dataset": dataset.name, "stats": stats, "n_test": len(texts), "float32": full,
+        "dataset": dataset.name, "stats": stats, "n_test": len(texts),
+        "batch_size": model.encoder.batch_size, "float32": full,
         "int8": fast, "export_s": export_s, "p_at_1_loss": loss, "speedup": speedup,
         "cosine": {"mean": float(cosines.mean()), "min": float(cosines.min()),
                    "p01": float(np.quantile(cosines, 0.01))},
@@ -93,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("model", type=Path)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch-size", type=int, help="documents per forward pass (default: saved)")
     bench_common.add_dataset_and_out(p, "int8-predict")
     args = p.parse_args(argv)
-    result = run(args.model, args.dataset, args.repeats)
+    result = run(args.model, args.dataset, args.repeats, args.batch_size)
     bench_common.write_torch_report(args.out, "int8_predict.py", argv, result=result)
     return 0
 

@@ -33,6 +33,12 @@ def test_float32_and_int8_predictions_of_one_saved_model(tmp_path: Path) -> None
     assert report["command"].startswith("python benchmarks/int8_predict.py ")
     r = report["result"]
     assert r["n_test"] == 60 and r["dataset"] == "tiny"
+    assert r["batch_size"] == cfg.matcher.embed_batch_size  # the saved one
+    assert int8_predict.main([*argv, "--batch-size", "7"]) == 0
+    small = json.loads(out.read_text())["result"]
+    assert small["batch_size"] == 7
+    for side in ("float32", "int8"):  # the same embeddings up to rounding, batch by batch
+        assert small[side]["metrics"]["P@1"] == pytest.approx(r[side]["metrics"]["P@1"])
     for side in ("float32", "int8"):
         assert len(r[side]["predict_s"]) == 2 and 0 < r[side]["metrics"]["P@1"] <= 1
     p1 = (r["float32"]["metrics"]["P@1"], r["int8"]["metrics"]["P@1"])
