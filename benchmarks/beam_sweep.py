@@ -19,7 +19,6 @@ the labels in the shared label index (``bench_common.score``, as the benchmarks 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -28,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import bench_common  # benchmarks/ (the script's folder) is on sys.path
-import numpy as np
 import scipy.sparse as sp
-from families_runner import to_shared
+from families_runner import score_in_shared
 from peer_runner import TOPK
 
 from xmc_core.corpus import Corpus
@@ -44,12 +42,8 @@ def sweep(model: XmcModel, X: sp.csr_matrix, workdir: Path, beam: int, repeats: 
         t0 = time.perf_counter()
         pred = model.predict_features(X, topk=TOPK, beam_size=beam)
         seconds.append(time.perf_counter() - t0)
-    shared = json.loads((workdir / "labels.json").read_text(encoding="utf-8"))
-    path = workdir / f"pred-beam-{beam}.npz"
-    pred = to_shared(pred, model.labels.names.to_pylist(), shared)
-    sp.save_npz(path, sp.csr_matrix(pred, dtype=np.float32), compressed=False)
     ms = 1e6 * statistics.median(seconds) / X.shape[0]
-    scored = bench_common.score(workdir, path)
+    scored = score_in_shared(workdir, pred, model.labels.names.to_pylist(), f"beam-{beam}")
     print(f"beam {beam}: rank {ms:,.0f} ms per 1k docs, P@1 {100 * scored['metrics']['P@1']:.2f}")
     return {"beam_size": beam, "rank_ms_per_1k": ms, "rank_s": seconds} | scored
 

@@ -152,6 +152,17 @@ def save_pred(path: Path, pred: sp.csr_matrix) -> None:
     sp.save_npz(path, sp.csr_matrix(pred, dtype=np.float32), compressed=False)
 
 
+def score_in_shared(workdir: Path, pred: sp.csr_matrix, names: list[str], name: str) -> dict:
+    """``pred`` (in the model's label order ``names``) written to ``workdir/pred-{name}.npz``
+    in the shared label index of ``workdir/labels.json``, then scored (``bench_common.score``)."""
+    import bench_common  # here: the runner itself needs none of it
+
+    shared = json.loads((workdir / "labels.json").read_text(encoding="utf-8"))
+    path = workdir / f"pred-{name}.npz"
+    save_pred(path, to_shared(pred, names, shared))
+    return bench_common.score(workdir, path)
+
+
 def timed(fn: Any) -> tuple[Any, float]:
     """``fn()`` and its wall seconds."""
     t0 = time.perf_counter()

@@ -21,7 +21,6 @@ embeds that many documents per forward pass in both runtimes instead of the mode
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -32,8 +31,7 @@ from typing import Any
 
 import bench_common  # benchmarks/ (the script's folder) is on sys.path
 import numpy as np
-import scipy.sparse as sp
-from families_runner import to_shared
+from families_runner import score_in_shared
 from peer_runner import TOPK
 
 from xmc_core.corpus import Corpus
@@ -57,11 +55,7 @@ def measure(
         t0 = time.perf_counter()
         pred = model.predict(texts, topk=TOPK)
         seconds.append(time.perf_counter() - t0)
-    shared = json.loads((workdir / "labels.json").read_text(encoding="utf-8"))
-    pred = to_shared(pred, model.labels.names.to_pylist(), shared)
-    path = workdir / f"pred-{name}.npz"
-    sp.save_npz(path, sp.csr_matrix(pred, dtype=np.float32), compressed=False)
-    scored = bench_common.score(workdir, path)
+    scored = score_in_shared(workdir, pred, model.labels.names.to_pylist(), name)
     ms = 1000 * statistics.median(seconds) / len(texts) * 1000
     row = {"predict_ms_per_1k": ms, "predict_s": seconds} | scored
     print(f"{name}: {ms:,.0f} ms per 1k docs, P@1 {100 * scored['metrics']['P@1']:.2f}", flush=True)
