@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -318,7 +318,10 @@ def git_state() -> dict[str, str]:
     """HEAD and the uncommitted changes under xmc_core (read-only git commands)."""
 
     def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout
+        try:
+            return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout
+        except OSError:  # no git on this machine (a copied work tree): the digest still says
+            return "no git"
 
     return {
         "head": git("rev-parse", "HEAD").strip(),
@@ -363,14 +366,21 @@ def machine_basics() -> dict[str, Any]:
     }
 
 
+def installed_version(lib: str) -> str:
+    """``lib``'s installed version, or ``not installed`` (xmc run from a copied work tree)."""
+    try:
+        return version(lib)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def machine_info(
     peers_python: Path | None, peer_libs: tuple[str, ...] = PEER_LIBS
 ) -> dict[str, Any]:
     """Where and with what the benchmark ran (no ``peers_venv`` when ``peers_python`` is None)."""
     libs = ["numpy", "scipy", "numba", "pyarrow", "psutil", "xmc"]
-    info = machine_basics() | {
-        "project_venv": {"python": platform.python_version()} | {lib: version(lib) for lib in libs},
-    }
+    venv = {"python": platform.python_version()} | {lib: installed_version(lib) for lib in libs}
+    info = machine_basics() | {"project_venv": venv}
     if peers_python is not None:
         info["peers_venv"] = peers_versions(peers_python, peer_libs)
     return info

@@ -155,3 +155,20 @@ def test_an_int8_run_scores_the_same_model_in_float32_too(tmp_path: Path) -> Non
     assert 0 < full <= 1 and 0 < fast <= 1
     p = xrt_targets.predict(methods)
     assert p["reduced_precision"] and p["P@1_loss"] == pytest.approx(100 * (full - fast))
+
+
+def test_machine_info_and_git_state_run_from_a_copied_tree_without_git(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GPU machine gets a copy of the work tree: no installed xmc, maybe no git."""
+    bench_common = pecos_xrt.bench_common
+    assert bench_common.installed_version("no-such-package-xmc") == "not installed"
+    assert bench_common.installed_version("numpy") == __import__("numpy").__version__
+
+    def no_git(*args: object, **kwargs: object) -> None:
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(bench_common.subprocess, "run", no_git)
+    state = bench_common.git_state()
+    assert state["head"] == "no git"
+    assert len(state["xmc_core_digest"]) == 16
