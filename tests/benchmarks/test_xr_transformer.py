@@ -101,6 +101,22 @@ def test_targets_by_hand() -> None:
     assert xrt_targets.targets({})["budget"]["met"] is None
 
 
+def test_a_gpu_run_keeps_its_figures_but_is_not_judged_against_the_2_core_targets() -> None:
+    methods = {"xr-transformer": summary(363.5, 0.7051, 465.0), "xr-linear": summary(22.4, 0.6758)}
+    gpu = {"sampled": True, "gpu_name": "NVIDIA H100 80GB HBM3"}
+    methods["xr-transformer"]["runs"][0]["gpu"] = gpu
+    t = xrt_targets.targets({"debian-deps": {"methods": methods}})
+    assert t["budget"]["P@1_gain"] == pytest.approx(2.93)
+    assert t["budget"]["met"] is None and t["predict"]["met"] is None
+    assert "device" not in t["vs_pecos"]  # did not run: nothing to judge
+    lines = xrt_targets.lines(t)
+    assert lines[3] == (
+        "- training <= 30 min with P@1 >= best XR-Linear + 2.0: 364 s, P@1 70.51 vs xr-linear "
+        "67.58 (+2.93): not judged (ran on NVIDIA H100 80GB HBM3; the targets are for 2 CPU cores)"
+    )
+    assert lines[2].endswith("pecos-xr-transformer did not run")
+
+
 def test_command_line_presets_and_methods() -> None:
     args = xr_transformer.parse_args(["--preset", "cpu-long", "--set", "matcher.seed=3"])
     assert args.config == xr_transformer.PRESETS["cpu-long"]
