@@ -34,6 +34,11 @@ def _ok(methods: dict[str, Any], name: str) -> dict[str, Any] | None:
     return r if r is not None and r["status"] == "ok" else None
 
 
+def _first_run(r: dict[str, Any]) -> dict[str, Any]:
+    """The first successful run of a method that ran (``_ok``)."""
+    return next(x for x in r["runs"] if x["status"] == "ok")
+
+
 def _p1(r: dict[str, Any]) -> float:
     return 100 * r["metrics"]["P@1"]
 
@@ -73,12 +78,12 @@ def predict(methods: dict[str, Any]) -> dict[str, Any]:
     ours = _ok(methods, OURS)
     if ours is None:
         return {"met": None, "why": f"{OURS} did not run"}
-    full = [r.get("full_precision_metrics") for r in ours["runs"] if r["status"] == "ok"]
-    loss = 0.0 if full[0] is None else 100 * full[0]["P@1"] - _p1(ours)
+    full = _first_run(ours).get("full_precision_metrics")
+    loss = 0.0 if full is None else 100 * full["P@1"] - _p1(ours)
     ms = ours["predict_ms_per_1k_median"]
     return {
         "predict_ms_per_1k": ms, "limit_ms": PREDICT_MS, "P@1_loss": loss,
-        "reduced_precision": full[0] is not None,
+        "reduced_precision": full is not None,
         "met": ms <= PREDICT_MS and loss <= P1_LOSS,
     }  # fmt: skip
 
@@ -100,8 +105,7 @@ def targets(datasets: dict[str, Any]) -> dict[str, Any]:
 def gpu_name(methods: dict[str, Any]) -> str | None:
     """The GPU our XR-Transformer ran on (its first successful run), None on a CPU."""
     ours = _ok(methods, OURS)
-    runs = [] if ours is None else [r for r in ours["runs"] if r["status"] == "ok"]
-    gpu = runs[0].get("gpu", {}) if runs else {}
+    gpu = {} if ours is None else _first_run(ours).get("gpu", {})
     return gpu.get("gpu_name", "a GPU") if gpu.get("sampled") else None
 
 
@@ -138,7 +142,7 @@ def stage_lines(methods: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for name in (OURS, PECOS_XRT):
         r = _ok(methods, name)
-        run = None if r is None else next(x for x in r["runs"] if x["status"] == "ok")
+        run = None if r is None else _first_run(r)
         if run is None:
             continue
         if name == OURS:
