@@ -36,6 +36,14 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def byte_size(n: int) -> str:
+    """``n`` bytes for people: B, KB, MB or GB (powers of 1000, 1 decimal above bytes)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 def rate(per_s: float) -> str:
     """A rate rounded for people: ``1,204``, ``118``, ``7.5``, ``0.029`` (two significant
     digits below 0.1)."""

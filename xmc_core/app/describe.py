@@ -9,7 +9,6 @@ is instant. (Loading it, e.g. ``xmc predict``, still verifies every checksum.)
 from __future__ import annotations
 
 import json
-import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,9 @@ from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.model.xmc_model import model_layout
+from xmc_core.progress import byte_size
 from xmc_core.storage.artifacts import read_meta
+from xmc_core.storage.npz_guard import npz_members
 
 TRAINING_FILE = "training.json"
 """Beside a model trained by ``xmc train``: the dataset (path, fingerprint) and the time."""
@@ -138,17 +139,10 @@ def npz_nnz(path: Path) -> int | None:
     header of its ``data.npy`` member (no array is read); None when there is no such file."""
     if not path.is_file():
         return None
-    try:
-        with zipfile.ZipFile(path) as archive, archive.open("data.npy") as fh:
-            version = np.lib.format.read_magic(fh)
-            read = {
-                (1, 0): np.lib.format.read_array_header_1_0,
-                (2, 0): np.lib.format.read_array_header_2_0,
-            }[version]
-            shape, _, _ = read(fh)
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as err:
-        raise ArtifactError(path, f"not a readable sparse matrix ({err})", "re-create it") from err
-    return int(np.prod(shape))
+    data = npz_members(path, ArtifactError, "re-create it").get("data")
+    if data is None or data.shape is None:
+        raise ArtifactError(path, "not a readable sparse matrix (no data.npy)", "re-create it")
+    return int(np.prod(data.shape))
 
 
 def _sizes(folder: Path) -> dict[str, int]:
@@ -203,8 +197,8 @@ def format_model(d: dict[str, Any], config_all: bool = False) -> str:
         lines += ["  " + row for row in format_metrics(metrics).splitlines()]
     sizes = d["sizes"]
     by_size = sorted(((v, k) for k, v in sizes.items() if k != "total"), reverse=True)
-    parts = ", ".join(f"{k} {_bytes(v)}" for v, k in by_size)
-    lines.append(f"files: {_bytes(sizes['total'])} ({parts})")
+    parts = ", ".join(f"{k} {byte_size(v)}" for v, k in by_size)
+    lines.append(f"files: {byte_size(sizes['total'])} ({parts})")
     return "\n".join(lines)
 
 
@@ -255,11 +249,3 @@ def _ranker_lines(r: dict[str, Any]) -> list[str]:
 
 def _n(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
-
-
-def _bytes(n: int) -> str:
-    """``n`` bytes as B, KB, MB or GB (powers of 1000, 1 decimal above bytes)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"

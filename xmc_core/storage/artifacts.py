@@ -21,11 +21,13 @@ import scipy.sparse as sp
 from xmc_core import __version__
 from xmc_core.errors import ArtifactError
 from xmc_core.storage.atomic import atomic_file, finish_interrupted_swap, write_json
+from xmc_core.storage.npz_guard import check_npz, read_sparse
 
 if TYPE_CHECKING:  # pyarrow is imported where strings are read or written: it costs ~40 MB
     import pyarrow as pa
 
 ARTIFACT_FORMAT = 1
+RECREATE = "re-create it"
 
 
 def sha256_file(path: Path) -> str:
@@ -122,11 +124,9 @@ def save_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
 
 
 def load_csr(path: Path) -> sp.csr_matrix:
-    """Load a CSR matrix saved by :func:`save_csr` (never unpickles)."""
-    try:
-        return sp.csr_matrix(sp.load_npz(path))
-    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as err:
-        raise ArtifactError(path, f"cannot read sparse matrix ({err})", "re-create it") from err
+    """Load a CSR matrix saved by :func:`save_csr` (never unpickles; sizes, compression and
+    indices checked first: :func:`~xmc_core.storage.npz_guard.read_sparse`)."""
+    return read_sparse(path, ArtifactError, RECREATE, RECREATE, stored_only=True)
 
 
 def save_arrays(path: Path, **arrays: np.ndarray) -> None:
@@ -136,12 +136,14 @@ def save_arrays(path: Path, **arrays: np.ndarray) -> None:
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """Load arrays saved by :func:`save_arrays` (``allow_pickle=False``)."""
+    """Load arrays saved by :func:`save_arrays` (``allow_pickle=False``; sizes and compression
+    checked first: :func:`~xmc_core.storage.npz_guard.check_npz`)."""
+    check_npz(path, ArtifactError, RECREATE, stored_only=True)
     try:
         with np.load(path, allow_pickle=False) as data:
             return _Arrays(path, {k: data[k] for k in data.files})
     except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
-        raise ArtifactError(path, f"cannot read arrays ({err})", "re-create it") from err
+        raise ArtifactError(path, f"cannot read arrays ({err})", RECREATE) from err
 
 
 class _Arrays(dict[str, np.ndarray]):
