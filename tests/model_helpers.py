@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Held, InProcessRunner
+from xmc_core.storage.artifacts import sha256_file
+from xmc_core.storage.atomic import write_json
 
 SMALL_CORPUS = SyntheticSpec(n_train=300, n_test=80, n_domains=2, topics_per_domain=3)
 """The families' tests' corpus: 300 train / 80 test documents on 6 topics (seconds to train)."""
@@ -85,3 +88,20 @@ def write_bow_dataset(dest: Path) -> Path:
         ds.split("test").add("t1", None, ["x"], "g", 1, features=feats)
         ds.close_split("test", "g")
     return dest
+
+
+def reseal(folder: Path, changed: Path) -> None:
+    """Rewrite the checksums that cover ``changed``, up to ``folder``'s ``meta.json``: the
+    artifact is then consistent but wrong, as a buggy writer would leave it."""
+    owner = changed.parent
+    while True:
+        meta_path = owner / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        if changed.name in meta.get("files", {}):
+            meta["files"][changed.name] = sha256_file(changed)
+        elif changed.name in meta.get("parts", {}):
+            meta["parts"][changed.name] = sha256_file(changed / "meta.json")
+        write_json(meta_path, meta)
+        if owner == folder:
+            return
+        changed, owner = owner, owner.parent

@@ -189,16 +189,16 @@ def test_given_features_refuse_text_and_round_trip(tmp_path: Path) -> None:
 
 
 def test_model_input_width_and_text_encoders() -> None:
-    X = sp.csr_matrix((2, 5))
-    check_model_input(5, False, X, "X.npz")
+    shape = (2, 5)
+    check_model_input(5, False, shape, "X.npz")
     with pytest.raises(InputError) as err:
-        check_model_input(6, False, X, "X.npz")
+        check_model_input(6, False, shape, "X.npz")
     assert str(err.value) == (
         "X.npz: 5 columns (features), but the model takes 6\n"
         "  fix: featurize the documents as the training matrix was"
     )
     with pytest.raises(InputError) as err:
-        check_model_input(5, True, X, "X.npz")
+        check_model_input(5, True, shape, "X.npz")
     assert str(err.value) == (
         "X.npz: this model's encoder reads the raw texts, so it cannot predict from features "
         "only\n  fix: give it texts: xmc predict MODEL TEXTS.txt OUT"

@@ -26,6 +26,7 @@ import pytest
 import scipy.sparse as sp
 
 from tests.model_helpers import featurize, train_model
+from tests.model_helpers import reseal as _reseal
 from tests.reliability.conftest import SuiteStats
 from xmc_core.app.cli import main as xmc_main
 from xmc_core.config import XmcConfig
@@ -44,7 +45,6 @@ from xmc_core.linear.model import LevelRankers, XRLinearModel
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.storage.artifacts import sha256_file
 from xmc_core.storage.atomic import write_json
 
 pytestmark = pytest.mark.reliability
@@ -181,23 +181,6 @@ def _data_files(folder: Path) -> list[str]:
 
 def _metas(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("meta.json"))
-
-
-def _reseal(folder: Path, changed: Path) -> None:
-    """Rewrite the checksums that cover ``changed``, up to ``folder``'s ``meta.json``: the
-    artifact is then consistent but wrong, as a buggy writer would leave it."""
-    owner = changed.parent
-    while True:
-        meta_path = owner / "meta.json"
-        meta = json.loads(meta_path.read_text())
-        if changed.name in meta.get("files", {}):
-            meta["files"][changed.name] = sha256_file(changed)
-        elif changed.name in meta.get("parts", {}):
-            meta["parts"][changed.name] = sha256_file(changed / "meta.json")
-        write_json(meta_path, meta)
-        if owner == folder:
-            return
-        changed, owner = owner, owner.parent
 
 
 def _truncate(path: Path) -> None:

@@ -54,11 +54,11 @@ def train(files: MatrixFiles, model_dir: Path, cfg: XmcConfig, overwrite: bool =
 
 
 def read_features(model: XmcModel, path: Path, flag: str = "--x") -> sp.csr_matrix:
-    """The checked feature matrix csr (n_docs, n_features) of ``path`` for ``model``."""
-    npz_shape(path, flag)
-    X = FeatureMatrix.load(path).X
-    check_model_input(model.vectorizer.n_features, model.encoder.uses_text, X, path)
-    return X
+    """The checked feature matrix csr (n_docs, n_features) of ``path`` for ``model`` (its
+    width is checked from the header, before the matrix is read)."""
+    n_docs, width = npz_shape(path, flag)
+    check_model_input(model.vectorizer.n_features, model.encoder.uses_text, (n_docs, width), path)
+    return FeatureMatrix.load(path).X
 
 
 def predict(model_dir: Path, x: Path, output: Path, beam: int | None, topk: int | None) -> int:

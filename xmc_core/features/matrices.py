@@ -3,13 +3,16 @@ held as sources of the stage graph, and :class:`GivenFeatures`, the vectorizer o
 trained on them (it has none: such a model predicts from features only).
 
 Files are scipy sparse ``.npz`` (``scipy.sparse.save_npz``), CSR or CSC; they are read with
-``allow_pickle=False``. Every problem is an :class:`~xmc_core.errors.InputError` naming the file,
-what is wrong and the fix, raised before any training work.
+``allow_pickle=False``, only once their headers fit the memory budget and, before scipy's or
+numba's kernels touch them, once ``indptr`` and every index are in range
+(:mod:`xmc_core.storage.npz_guard`). Every problem is an :class:`~xmc_core.errors.InputError`
+naming the file, what is wrong and the fix, raised before any training work.
 """
 
 from __future__ import annotations
 
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +20,26 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.errors import InputError
+from xmc_core.progress import byte_size
 from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
+from xmc_core.storage.npz_guard import (
+    REBUILD_FIX,
+    check_compressed,
+    check_npz,
+    memory_budget,
+    read_sparse,
+    sparse_header,
+)
 
 SPARSE_FORMATS = ("csr", "csc")
 """Layouts accepted in a ``.npz`` (others are refused, naming the format found)."""
+SAVE_FIX = "save the matrix with scipy.sparse.save_npz"
+FEATURE_COLUMN_BYTES = 32
+"""Memory a training run holds per feature column (dense per-feature vectors; measured: 10^7
+columns add ~0.27 GB to the peak of ``xmc train --x``)."""
+LABEL_COLUMN_BYTES = 96
+"""Memory a training run holds per label column (names, counts, tree; measured: 10^6 labels
+add ~85 MB to the peak of ``xmc train --x``)."""
 
 NO_VECTORIZER_FIX = (
     "this model was trained on feature matrices (xmc train --x): give it features, "
@@ -40,8 +59,10 @@ class MatrixFiles:
     label_names: Path | None = None
 
 
-def npz_shape(path: Path, flag: str) -> tuple[int, int]:
-    """The shape of the sparse matrix in ``path``, read from its header (no values loaded).
+def npz_header(path: Path, flag: str) -> tuple[tuple[int, int], int]:
+    """The shape of the sparse matrix in ``path`` and the bytes its arrays take once read, from
+    its headers (:func:`~xmc_core.storage.npz_guard.check_npz`: what does not fit the memory
+    budget is refused before anything is inflated; only ``format`` and ``shape`` are read).
 
     ``flag``: the option or argument that named the file, quoted in the fix.
     """
@@ -50,38 +71,69 @@ def npz_shape(path: Path, flag: str) -> tuple[int, int]:
         raise InputError(path, "no such file", f"check the path given to {flag}")
     if not path.is_file():
         raise InputError(path, "not a regular file", f"give {flag} a .npz file")
+    members = check_npz(path, InputError, SAVE_FIX)
     try:
         with np.load(path, allow_pickle=False) as data:
-            fmt = data["format"].item() if "format" in data.files else None
-            shape = tuple(int(v) for v in data["shape"]) if "shape" in data.files else ()
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
-        raise InputError(
-            path, f"not a .npz file ({err})", "save the matrix with scipy.sparse.save_npz"
-        ) from err
-    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
-    if fmt is None or len(shape) != 2:
-        raise InputError(
-            path, "holds no scipy sparse matrix", "save the matrix with scipy.sparse.save_npz"
-        )
-    if fmt not in SPARSE_FORMATS:
+            arrays = {k: data[k] for k in ("format", "shape") if k in data.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
+        raise InputError(path, f"not a .npz file ({err})", SAVE_FIX) from err
+    header = sparse_header(arrays, path, InputError, SAVE_FIX)
+    if header.fmt not in SPARSE_FORMATS:
         raise InputError(
             path,
-            f"holds a {fmt.upper()} matrix; CSR or CSC is needed",
+            f"holds a {header.fmt.upper()} matrix; CSR or CSC is needed",
             "save it as CSR: scipy.sparse.save_npz(path, matrix.tocsr())",
         )
-    return shape[0], shape[1]
+    return header.shape, sum(m.inflated for m in members.values())
+
+
+def npz_shape(path: Path, flag: str) -> tuple[int, int]:
+    """The shape of the sparse matrix in ``path``, from its headers (:func:`npz_header`)."""
+    return npz_header(path, flag)[0]
 
 
 def load_npz(path: Path) -> sp.csr_matrix:
-    """The matrix of a checked ``.npz`` (:func:`npz_shape`) as float32 CSR, duplicates summed."""
-    try:
-        m = sp.csr_matrix(sp.load_npz(path), dtype=np.float32)
-    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as err:
-        raise InputError(
-            path, f"cannot read the sparse matrix ({err})", "save it with scipy.sparse.save_npz"
-        ) from err
+    """The matrix of a checked ``.npz`` (:func:`npz_shape`) as float32 CSR, duplicates summed;
+    its ``indptr`` and indices are checked before scipy reads them."""
+    m = sp.csr_matrix(read_sparse(path, InputError, SAVE_FIX), dtype=np.float32)
     m.sum_duplicates()
     return m
+
+
+def check_feature_values(X: sp.csr_matrix, where: str | Path) -> None:
+    """Refuse NaN or infinite features (``where``: the file or argument named)."""
+    bad = int(np.count_nonzero(~np.isfinite(X.data)))
+    if bad:
+        raise InputError(
+            where, f"{bad} values are NaN or infinite", "replace them with finite numbers"
+        )
+
+
+def check_label_values(Y: sp.csr_matrix, where: str | Path) -> None:
+    """Refuse negative, NaN or infinite label values (``where``: the file or argument named)."""
+    bad = ~np.isfinite(Y.data) | (Y.data < 0)
+    if bad.any():
+        raise InputError(
+            where,
+            f"{int(bad.sum())} label values are negative, NaN or infinite (first: "
+            f"{Y.data[bad][0]:g}); Y holds 1 for a relevant label (or a relevance >= 0)",
+            "store 0/1 values: Y = (Y > 0).astype('float32')",
+        )
+
+
+def csr_from_memory(M: sp.spmatrix | sp.sparray | np.ndarray, where: str) -> sp.csr_matrix:
+    """``M`` (n, d), sparse or dense, as float32 CSR; a CSR/CSC/COO matrix's indices are
+    checked before scipy converts it (``where``: the argument named, e.g. ``"X"``)."""
+    if sp.issparse(M) and M.format in SPARSE_FORMATS:
+        arrays = {"data": M.data, "indices": M.indices, "indptr": M.indptr}
+        check_compressed(M.format, M.shape, arrays, where, InputError)
+    elif sp.issparse(M) and M.format == "coo":
+        for axis, (index, n) in enumerate(zip(M.coords, M.shape, strict=True)):
+            if index.size and (index.min() < 0 or index.max() >= n):
+                bad = index[(index < 0) | (index >= n)][0]
+                problem = f"{('row', 'column')[axis]} index {bad} is outside 0..{n - 1}"
+                raise InputError(where, problem, REBUILD_FIX)
+    return sp.csr_matrix(M, dtype=np.float32)
 
 
 class FeatureMatrix:
@@ -94,11 +146,7 @@ class FeatureMatrix:
     def load(cls, path: str | Path) -> FeatureMatrix:
         """Read ``path``; NaN or infinite values are an error naming the file."""
         X = load_npz(Path(path))
-        bad = int(np.count_nonzero(~np.isfinite(X.data)))
-        if bad:
-            raise InputError(
-                path, f"{bad} values are NaN or infinite", "replace them with finite numbers"
-            )
+        check_feature_values(X, path)
         return cls(X)
 
 
@@ -114,14 +162,7 @@ class LabelMatrix:
         """Read ``path``; negative, NaN or infinite values are an error naming the file;
         explicit zeros are dropped."""
         Y = load_npz(Path(path))
-        bad = ~np.isfinite(Y.data) | (Y.data < 0)
-        if bad.any():
-            raise InputError(
-                path,
-                f"{int(bad.sum())} label values are negative, NaN or infinite (first: "
-                f"{Y.data[bad][0]:g}); Y holds 1 for a relevant label (or a relevance >= 0)",
-                "store 0/1 values: Y = (Y > 0).astype('float32')",
-            )
+        check_label_values(Y, path)
         Y.eliminate_zeros()
         return cls(Y)
 
@@ -182,6 +223,7 @@ def check_matrix_files(files: MatrixFiles) -> tuple[int, int]:
         raise InputError(None, "--x-test and --y-test go together", "give both, or neither")
     if files.x_test is not None and files.y_test is not None:
         _check_test(files, d, n_labels)
+    check_training_memory(files, d, n_labels)
     if files.label_names is not None:
         count = len(LabelNames.load(files.label_names).names)
         if count != n_labels:
@@ -191,6 +233,24 @@ def check_matrix_files(files: MatrixFiles) -> tuple[int, int]:
                 "give one name a line, in the order of Y's columns",
             )
     return d, n_labels
+
+
+def check_training_memory(files: MatrixFiles, d: int, n_labels: int) -> None:
+    """Refuse, from the headers, a run whose floor exceeds the memory budget: the arrays of
+    every file once read, plus :data:`FEATURE_COLUMN_BYTES` per feature column and
+    :data:`LABEL_COLUMN_BYTES` per label column (what a declared shape costs beyond them)."""
+    given = [f for f in (files.x, files.y, files.x_test, files.y_test) if f is not None]
+    arrays = sum(npz_header(f, "--x")[1] for f in given)
+    columns = {files.x: d * FEATURE_COLUMN_BYTES, files.y: n_labels * LABEL_COLUMN_BYTES}
+    need, budget = arrays + sum(columns.values()), memory_budget()
+    if need > budget.limit:
+        widest = max(columns, key=lambda f: columns[f])
+        problem = (
+            f"training on X ({d:,} columns) and Y ({n_labels:,} columns) needs at least "
+            f"{byte_size(need)} (arrays {byte_size(arrays)}, ~{FEATURE_COLUMN_BYTES} bytes per "
+            f"feature column, ~{LABEL_COLUMN_BYTES} per label column), over {budget}"
+        )
+        raise InputError(widest, problem, f"drop unused columns; or {budget.fix(need)}")
 
 
 def _check_test(files: MatrixFiles, d: int, n_labels: int) -> None:
@@ -252,18 +312,21 @@ class GivenFeatures:
             return cls(int(meta["n_features"]))
 
 
-def check_model_input(n_features: int, uses_text: bool, X: sp.spmatrix, where: object) -> None:
-    """Refuse features a model cannot take: a model whose encoder needs raw texts, or ``X``
-    whose width is not the model's ``n_features``. ``where``: the file (or input) named."""
+def check_model_input(
+    n_features: int, uses_text: bool, shape: tuple[int, int], where: object
+) -> None:
+    """Refuse features a model cannot take: a model whose encoder needs raw texts, or features
+    of ``shape`` (n_docs, width) whose width is not the model's ``n_features``. ``where``: the
+    file (or input) named."""
     if uses_text:
         raise InputError(
             where if isinstance(where, str | Path) else None,
             "this model's encoder reads the raw texts, so it cannot predict from features only",
             "give it texts: xmc predict MODEL TEXTS.txt OUT",
         )
-    if X.shape[1] != n_features:
+    if shape[1] != n_features:
         raise InputError(
             where if isinstance(where, str | Path) else None,
-            f"{X.shape[1]} columns (features), but the model takes {n_features}",
+            f"{shape[1]} columns (features), but the model takes {n_features}",
             "featurize the documents as the training matrix was",
         )

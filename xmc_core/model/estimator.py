@@ -27,7 +27,14 @@ import scipy.sparse as sp
 from xmc_core.config import XmcConfig
 from xmc_core.config_io import apply_override
 from xmc_core.errors import InputError
-from xmc_core.features.matrices import LabelNames, MatrixFiles, check_model_input
+from xmc_core.features.matrices import (
+    LabelNames,
+    MatrixFiles,
+    check_feature_values,
+    check_label_values,
+    check_model_input,
+    csr_from_memory,
+)
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.model.xmc_model import XmcModel, save_model_folder
 
@@ -123,7 +130,8 @@ class XmcClassifier:
             feats = model.features(model.vectorizer.transform(texts), texts)
         else:
             feats = self._features(X)
-            Yc = sp.csr_matrix(Y, dtype=np.float32)
+            Yc = csr_from_memory(Y, "Y")  # type: ignore[arg-type]
+            check_label_values(Yc, "Y")
             if Yc.shape != (feats.shape[0], len(model.labels)):
                 raise InputError(
                     None, f"Y is {Yc.shape}; ({feats.shape[0]}, {len(model.labels)}) expected",
@@ -154,9 +162,11 @@ class XmcClassifier:
         return self.model_
 
     def _features(self, X: Features) -> sp.csr_matrix:
-        Xc = sp.csr_matrix(X, dtype=np.float32)
+        """``X`` as checked float32 CSR features (n_docs, n_features) for the fitted model."""
         model = self._fitted()
-        check_model_input(model.vectorizer.n_features, model.encoder.uses_text, Xc, None)
+        Xc = csr_from_memory(X, "X")
+        check_model_input(model.vectorizer.n_features, model.encoder.uses_text, Xc.shape, "X")
+        check_feature_values(Xc, "X")
         return Xc
 
 
@@ -175,12 +185,21 @@ def _is_texts(X: object) -> bool:
 def _fit_matrices(
     X: Features, Y: Features, label_names: Sequence[str] | None, inputs: Path, cfg: XmcConfig
 ) -> dict[str, Any]:
-    """Write X, Y (and the names) as ``.npz`` files, then ``xmc train --x``'s graph on them."""
+    """Check X and Y (indices, shapes, values: nothing unchecked reaches scipy's or numba's
+    kernels), write them (and the names) as ``.npz`` files, then ``xmc train --x``'s graph."""
     from xmc_core.families.train import train_matrices_in_process
 
+    Xc, Yc = csr_from_memory(X, "X"), csr_from_memory(Y, "Y")
+    check_feature_values(Xc, "X")
+    check_label_values(Yc, "Y")
+    if Yc.shape[0] != Xc.shape[0]:
+        raise InputError(
+            "Y", f"{Yc.shape[0]} rows, but X has {Xc.shape[0]}",
+            "give one label row per document of X, in the same order",
+        )  # fmt: skip
     files = MatrixFiles(inputs / "X.npz", inputs / "Y.npz")
-    sp.save_npz(files.x, sp.csr_matrix(X, dtype=np.float32), compressed=False)
-    sp.save_npz(files.y, sp.csr_matrix(Y, dtype=np.float32), compressed=False)
+    sp.save_npz(files.x, Xc, compressed=False)
+    sp.save_npz(files.y, Yc, compressed=False)
     if label_names is not None:
         names = [str(n) for n in label_names]
         path = inputs / "labels.txt"
