@@ -29,14 +29,17 @@ import mlflow
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.matrix_helpers import write_bomb_npz
+from tests.model_helpers import reseal
 from tests.serving.conftest import ALIAS, assert_same, in_process
 from tests.serving.registry_fixtures import global_tracking
 from tests.serving.test_http import free_port, wait_for_health
 from xmc_core.app import commands
 from xmc_core.config import XmcConfig
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.serving import live as live_module
 from xmc_core.serving.http import create_app
-from xmc_core.serving.live import LiveModel
+from xmc_core.serving.live import LiveModel, ReloadError
 from xmc_core.serving.registry.promotion import promote_version
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -320,6 +323,38 @@ def test_a_folder_reloads_when_its_files_change(
     failed = client.post("/reload")
     assert failed.status_code == 502 and "checksum mismatch" in failed.json()["detail"]
     assert client.get("/health").json()["model"] == reloaded["new"]
+
+
+def test_a_model_refused_at_load_is_remembered_not_read_again(
+    tiny_model_dir: Path, worse_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new model whose ``label_counts.npz`` is a deflate bomb with correct checksums (64 MiB
+    of zeros in 66 KB): refused from its zip header, not inflated, and not read again by the
+    background check (nor by ``POST /reload``) until the reference names another model."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    live = LiveModel.open(folder, XmcConfig.load(None, [f"work_dir={tmp_path}"]))
+    served = live.current
+    write_bomb_npz(folder / "label_counts.npz", "counts", "<i8", 8 * 2**20)
+    reseal(folder, folder / "label_counts.npz")
+    loads: list[Path] = []
+    load = live_module._load
+    monkeypatch.setattr(live_module, "_load", lambda *a: loads.append(a[2]) or load(*a))
+    refused = (
+        f"{folder / 'label_counts.npz'}: member 'counts' is compressed (67.1 MB once inflated); "
+        "xmc stores its arrays uncompressed, so this file was not written by xmc"
+    )
+    for trigger in ("background check", "background check", "POST /reload"):
+        with pytest.raises(ReloadError) as err:
+            live.reload(trigger)
+        assert err.value.status == 502 and refused in str(err.value), str(err.value)
+        assert str(err.value).endswith("still serving the model loaded at " + served.info.loaded_at)
+    assert len(loads) == 1 and live.current is served
+    assert "(refused when first loaded, not read again)" in str(err.value)
+
+    shutil.rmtree(folder)
+    shutil.copytree(worse_model_dir, folder)  # the reference now names another model
+    assert live.reload("background check").reloaded and len(loads) == 2
 
 
 def test_a_model_given_as_an_object_cannot_be_reloaded(tiny_model: XmcModel) -> None:

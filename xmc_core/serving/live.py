@@ -8,7 +8,9 @@ file, changed), the new model is downloaded, verified and loaded *beside* the ol
 swapped in by one assignment. A request takes the ``Served`` current when it starts and uses
 only that one, so requests in flight finish on the old model. A reload that fails (registry
 unreachable, download error, checksum mismatch) changes nothing: the old model keeps serving
-and one line is logged. :func:`watch` reloads every ``serve.reload_interval_s`` seconds.
+and one line is logged. A model refused while loading (e.g. arrays over the memory budget) is
+remembered: asked again for the same version, the server refuses it at once, without reading it
+(:meth:`LiveModel._load_new`). :func:`watch` reloads every ``serve.reload_interval_s`` seconds.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class LiveModel:
         self.reference, self.cfg = reference, cfg
         self._reload_lock = threading.Lock()
         self._last_failure: str | None = None
+        self._refused: tuple[str, str] | None = None  # (key, why) of a model refused at load
 
     @classmethod
     def open(cls, reference: str | Path, cfg: XmcConfig) -> LiveModel:
@@ -146,7 +149,7 @@ class LiveModel:
             try:
                 key, fetch, registered = _locate(self.reference, self.cfg)
                 if key != old.key:
-                    self._served = _load(self.reference, key, fetch(), registered)
+                    self._served = self._load_new(key, fetch, registered)
             except Exception as err:  # any failure: keep serving the old model
                 message = _one_line(err)
                 failure = key or message  # the same model failing again is not news
@@ -168,6 +171,27 @@ class LiveModel:
                 trigger, new.info.describe(), self.reference, old.info.describe(),
             )  # fmt: skip
         return ReloadOutcome(new is not old, old.info, new.info)
+
+    def _load_new(
+        self, key: str, fetch: Callable[[], Path], registered: RegisteredVersion | None
+    ) -> Served:
+        """Load the model ``key`` names. A model refused while loading (an ``XmcError``: too
+        large, not written by xmc, no vectorizer) is remembered and refused again without being
+        fetched or read, until the reference names another: ``key`` names immutable content
+        (a registered version, or a folder's ``meta.json``, which holds every checksum)."""
+        assert self.reference is not None
+        if self._refused is not None and self._refused[0] == key:
+            raise RefusedModel(f"{self._refused[1]} (refused when first loaded, not read again)")
+        folder = fetch()
+        try:
+            return _load(self.reference, key, folder, registered)
+        except XmcError as err:
+            self._refused = (key, _one_line(err))
+            raise
+
+
+class RefusedModel(XmcError):
+    """The reference still names a model that was refused when it was loaded."""
 
 
 async def watch(live: LiveModel, interval_s: float) -> None:
