@@ -5,7 +5,8 @@ INFO chatter (the cluster's start and stop, ~70 lines a run), MLflow's INFO line
 bars, Prefect's per-task ``Finished in state Completed()`` lines and temporary-server notices,
 the ``CommClosedError`` tracebacks Dask sometimes logs while its cluster shuts down, and the
 ``CancelledError`` tracebacks the temporary Prefect server's database pool sometimes logs while
-the server is stopped (it inherits this process's logging settings). The
+the server is stopped (it inherits this process's logging settings), and the tracebacks of a
+failure the command line reports as ``error:``/``fix:`` (a full disk, bad input). The
 Prefect API (the UI's logs) still receives every log of every run. The settings travel to the
 Dask worker processes as environment variables (they start after :func:`quiet_terminal`).
 """
@@ -18,6 +19,8 @@ import logging
 import os
 import re
 from pathlib import Path
+
+from xmc_core.app.entry import error_text
 
 LOGGING_CONFIG = Path(__file__).with_name("logging.yml")
 """Prefect's logging config plus :class:`QuietFilter` on the console handler."""
@@ -41,6 +44,7 @@ _DROPPED_PREFIXES = (
     "Creating a new Dask cluster",
     "The Dask dashboard is available",
 )
+_NOT_READY = "Finished in state NotReady("  # waited on a task that failed (that one is shown)
 _NOISY_LOGGERS = ("distributed", "mlflow", "prefect.task_runner.dask")
 _WROTE = re.compile(r"[\w-]+: wrote /")  # a stage's artifact folder: for the Prefect logs
 
@@ -57,12 +61,22 @@ class QuietFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, SUMMARY_MARK, False) or _closed_comm(record) or _cancelled(record):
             return False
+        if _expected_failure(record) or str(record.msg).startswith(_NOT_READY):
+            return False
         if record.levelno >= logging.WARNING:
             return True
         if record.name.startswith(_NOISY_LOGGERS):
             return False
         message = str(record.getMessage())
         return not (message.startswith(_DROPPED_PREFIXES) or _WROTE.match(message))
+
+
+def _expected_failure(record: logging.LogRecord) -> bool:
+    """A task or flow run's failure with its traceback, where the failure is one the command
+    line reports as ``error:``/``fix:`` (a full disk, bad input): the terminal gets that line
+    and the run's one-line failed states, not the traceback."""
+    err = record.exc_info[1] if record.exc_info else None
+    return err is not None and error_text(err) is not None
 
 
 def _closed_comm(record: logging.LogRecord) -> bool:

@@ -8,12 +8,14 @@ parallel); the others run in the flow's own process, in graph order. A sub-graph
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prefect.exceptions import UnfinishedRun
 from prefect.futures import PrefectFuture
 
 from tasks.stage_task import stage_task
@@ -45,6 +47,7 @@ class PrefectRunner:
         self.result_storage = result_storage
         self.level_cluster = level_cluster if level_cluster and level_cluster.address else None
         self._loaded: dict[tuple[type, str], Any] = {}
+        self._submitted: list[PrefectFuture[str]] = []
 
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Ref:
         options: dict[str, Any] = {"task_run_name": label or stage.name}
@@ -52,7 +55,9 @@ class PrefectRunner:
             options["result_storage"] = self.result_storage
         task = stage_task(stage).with_options(**options)
         if stage.on_dask:
-            return Ref(stage.output, task.submit(_refs(args, lambda r: r.ref), self.work_dir))
+            future = task.submit(_refs(args, lambda r: r.ref), self.work_dir)
+            self._submitted.append(future)
+            return Ref(stage.output, future)
         return Ref(stage.output, task(_refs(args, self.path), self.work_dir, self.level_cluster))
 
     def map(
@@ -75,11 +80,20 @@ class PrefectRunner:
             return HANDOFFS[name](self, **args)
         return graph(self, **args)
 
-    @staticmethod
-    def path(handle: Ref) -> str:
-        """The artifact folder of a handle (waits for its task)."""
+    def path(self, handle: Ref) -> str:
+        """The artifact folder of a handle (waits for its task). A task that never ran because
+        one it waited on failed raises that failure (the first submitted that failed: a full
+        disk, bad input), not Prefect's ``UnfinishedRun``."""
         ref = handle.ref
-        return ref.result() if isinstance(ref, PrefectFuture) else ref
+        if not isinstance(ref, PrefectFuture):
+            return ref
+        try:
+            return ref.result()
+        except UnfinishedRun:
+            for submitted in self._submitted:
+                with contextlib.suppress(UnfinishedRun):
+                    submitted.result()  # a failed task raises its exception
+            raise
 
     def paths(self, handles: Mapping[str, Any]) -> dict[str, str]:
         """Every handle's folder; a list of handles as a JSON list of folders."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 
 import pytest
 
 from flows.console import SUMMARY_MARK, QuietFilter
+from xmc_core.errors import InputError
 
 
 def _record(name: str, msg: str, level: int = logging.INFO, **extra: object) -> logging.LogRecord:
@@ -73,3 +75,21 @@ def test_server_pool_cancelled_at_shutdown_is_dropped_other_pool_errors_kept() -
     cancelled = _record("prefect.flow_runs", "Crash detected!", logging.ERROR)
     cancelled.exc_info = (asyncio.CancelledError, asyncio.CancelledError(), None)
     assert QuietFilter().filter(cancelled) is True
+
+
+def test_an_expected_failure_leaves_its_traceback_to_the_prefect_api() -> None:
+    """A task or flow run failing on a full disk or bad input: the command line ends with
+    ``error:``/``fix:``, so the terminal shows no traceback of it (9 on a full disk), nor the
+    tasks that waited on it; a bug keeps its traceback, and the one-line failed states stay."""
+    full = OSError(errno.ENOSPC, "No space left on device")
+    for err in (full, InputError("docs.txt", "text is empty", "remove the line")):
+        record = _record("prefect.task_runs", f"Task run failed: {err!r}", logging.ERROR)
+        record.exc_info = (type(err), err, None)
+        assert QuietFilter().filter(record) is False
+    bug = _record("prefect.flow_runs", "Encountered exception during execution", logging.ERROR)
+    bug.exc_info = (ValueError, ValueError("a bug"), None)
+    assert QuietFilter().filter(bug) is True
+    failed = "Finished in state Failed('Task run encountered an exception OSError: ...')"
+    assert QuietFilter().filter(_record("prefect.task_runs", failed, logging.ERROR)) is True
+    waited = "Finished in state NotReady(\"Upstream task run '9fec96cd' did not reach ...\")"
+    assert QuietFilter().filter(_record("prefect.task_runs", waited, logging.ERROR)) is False

@@ -110,11 +110,12 @@ def test_failure_at_second_matcher_level_resumes_there(
     monkeypatch.setenv(flows.matcher.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
     monkeypatch.setattr(flows.matcher, "run_deployment", fake_run_deployment)
     work = str(tmp_path.resolve())
+    runner = PrefectRunner(work)
     with prefect_api():
         refs = run_matcher(
-            PrefectRunner(work), Ref(object, outputs["tokens_train"]),
+            runner, Ref(object, outputs["tokens_train"]),
             Ref(object, outputs["train"]), Ref(object, outputs["matcher_tree"]), cfg.encoder,
             cfg.matcher,
         )  # fmt: skip
-    got = [PrefectRunner.path(r) for r in refs]
+    got = [runner.path(r) for r in refs]
     assert got[-1] == outputs["matcher"] and len(got) == 2

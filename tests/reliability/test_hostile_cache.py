@@ -242,7 +242,7 @@ def _deployment_run(
 
     def read() -> list[str]:
         got = flows.matcher.run_matcher(run, *refs, cfg.encoder, cfg.matcher)
-        return [PrefectRunner.path(r) for r in got]
+        return [run.path(r) for r in got]
 
     return read
 

@@ -6,6 +6,7 @@ traceback, and leave nothing half-written. Each case runs a real ``python -m ...
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -141,7 +142,7 @@ def test_flow_predict_refuses_bad_counts_and_a_missing_model_before_prefect(tmp_
     assert "Starting temporary server" not in proc.stderr  # refused before Prefect starts
 
 
-# --- a full disk: ingest, train, predict ------------------------------------------------------
+# --- a full disk: ingest, train, the featurize flow, predict ---------------------------------
 
 
 def _lines_corpus(src: Path, n_lines: int) -> Path:
@@ -166,6 +167,29 @@ def test_disk_full_train(tmp_path: Path, model_dir: Path) -> None:
         proc = xmc("train", str(dataset), str(disk / "model"), "--set", "tree.max_leaf_size=20")
         assert_clear_error(proc, "no space left on the device", str(disk))
         assert sorted(disk.iterdir()) == []
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_disk_full_flow_raises_the_disk_error_not_an_unfinished_run(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    """The featurize flow on a full disk ended on Prefect's ``UnfinishedRun`` (rc 1, 9
+    tracebacks): a task that never ran because the one it waited on failed hid the full disk.
+    Now the flow raises the disk's error, naming the artifact folder, which its command line
+    prints as ``error:``/``fix:`` (rc 2; no tracebacks: ``tests/flows/test_console.py``)."""
+    from flows.featurize import featurize_pipeline
+    from flows.runtime import configured, prefect_api
+    from xmc_core.app.entry import error_text
+    from xmc_core.config import XmcConfig
+
+    with tmpfs(tmp_path / "small", "256k") as disk:
+        cfg = XmcConfig.load(None, [f"work_dir={disk / 'work'}"])
+        with prefect_api(), pytest.raises(OSError) as excinfo:
+            configured(featurize_pipeline, cfg, use_dask=False)(str(model_dir.parent / "ds"), cfg)
+    assert excinfo.value.errno == errno.ENOSPC, repr(excinfo.value)
+    text = error_text(excinfo.value)
+    assert text is not None and text.startswith("no space left on the device"), text
+    assert str(disk / "work" / "artifacts") in text and "\n  fix: " in text, text
 
 
 def test_disk_full_predict_keeps_old_output(tmp_path: Path, model_dir: Path) -> None:

@@ -141,6 +141,12 @@ def empty_token(tmp: Path) -> Path:
     return path
 
 
+def fifo_token(tmp: Path) -> Path:
+    path = tmp / "token-fifo"  # reading it would wait for a writer: start-up hung
+    os.mkfifo(path, 0o600)
+    return path
+
+
 STARTUP = [
     ("topk negative", ["--topk", "-3"], None, "topk=-3"),
     ("topk zero", ["--topk", "0"], None, "topk=0"),
@@ -151,6 +157,7 @@ STARTUP = [
     ("public without token", ["--host", "0.0.0.0"], None, "--insecure-public"),
     ("public, token world-readable", ["--host", "0.0.0.0"], world_readable_token, "chmod 600"),
     ("empty token file", [], empty_token, "empty"),
+    ("token file a FIFO", [], fifo_token, "token file is a FIFO (named pipe), not a regular file"),
     ("short token", [], None, "at least 16"),
 ]
 

@@ -224,16 +224,31 @@ def test_a_sigkill_during_overwrite_leaves_old_or_new(
     assert hidden(tmp_path) == []
 
 
-def test_a_dataset_open_finishes_an_interrupted_swap(tmp_path: Path) -> None:
-    """The state a kill between the fallback's two renames leaves, made by hand."""
+def test_a_dataset_open_finishes_an_interrupted_swap(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The state a kill between the fallback's two renames leaves, made by hand: ``xmc info``
+    (which printed nothing, rc 0) and a library open each finish it, and say so."""
     src = write_lines(tmp_path / "src", labels="a\n", texts="one\n")
     store = tmp_path / "store"
     store.mkdir()
     assert xmc("ingest", "lines", str(src), str(store / "ds")).returncode == 0
-    os.rename(store / "ds", store / ".ds.new12345.tmp")
-    journal = {"new": ".ds.new12345.tmp", "old": ".ds.old12345.tmp"}
-    (store / ".ds.swap").write_text(json.dumps(journal))
-    assert Corpus(store / "ds").manifest.splits["train"].rows == 1
+
+    def interrupt() -> None:
+        os.rename(store / "ds", store / ".ds.new12345.tmp")
+        journal = {"new": ".ds.new12345.tmp", "old": ".ds.old12345.tmp"}
+        (store / ".ds.swap").write_text(json.dumps(journal))
+
+    interrupt()
+    info = xmc("info", str(store / "ds"))
+    assert info.returncode == 0 and "train" in info.stdout and "1" in info.stdout, info
+    said = [line for line in info.stderr.splitlines() if str(store / "ds") in line]
+    assert len(said) == 1 and "interrupted" in said[0] and "new copy" in said[0], info.stderr
+    assert hidden(store) == []
+    interrupt()
+    with caplog.at_level(logging.WARNING, logger="xmc_core.storage.folder_swap"):
+        assert Corpus(store / "ds").manifest.splits["train"].rows == 1
+    assert caplog.messages == [said[0]]
     assert hidden(store) == []
 
 

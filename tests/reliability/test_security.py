@@ -1,9 +1,11 @@
 """Security: no unpickling or shell anywhere, servers bind 127.0.0.1, landing-folder names
-cannot escape, and configuration values stay plain strings that nothing executes."""
+cannot escape, configuration values stay plain strings that nothing executes, and a saved
+folder's ``meta.json`` names only regular files inside the folder."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -15,7 +17,7 @@ import yaml
 
 from xmc_core.app.cli import _parser, main
 from xmc_core.config import XmcConfig
-from xmc_core.errors import InputError
+from xmc_core.errors import ArtifactError, InputError
 from xmc_core.intake.landing import (
     archive,
     examine,
@@ -364,3 +366,69 @@ def test_the_cli_treats_shell_metacharacters_as_plain_paths(tmp_path: Path) -> N
     assert missing.returncode == 2 and "error:" in missing.stderr
     assert "Traceback" not in missing.stderr and "no model; ls" in missing.stderr
     assert not canary.exists()
+
+
+# --- (e) a saved folder's meta.json lists only regular files inside the folder
+
+
+def _listed_out(folder: Path, secret: Path) -> dict[str, tuple[str, str | None]]:
+    """Entries a hostile ``meta.json`` lists -> (what the refusal says, the digest to list;
+    None: the real one of the file the entry reaches)."""
+    (folder / "link.txt").symlink_to(secret)
+    os.mkfifo(folder / "pipe")
+    (folder / "sub").mkdir()
+    return {
+        os.path.relpath(secret, folder): ("outside the folder", None),  # ../secret.txt
+        str(secret): ("outside the folder", None),
+        "link.txt": ("outside the folder", None),
+        "/proc/self/pagemap": ("outside the folder", "0" * 64),  # endless to hash
+        "pipe": ("a FIFO (named pipe)", "0" * 64),  # opening it for reading waits for a writer
+        "sub": ("a folder", "0" * 64),
+    }
+
+
+def test_meta_json_cannot_list_a_file_outside_its_folder_or_a_special_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before any byte is hashed: ``../../etc/hostname`` with its real sha256 loaded
+    (and was served), ``/proc/self/pagemap`` hung the load."""
+    from xmc_core.storage import artifacts
+
+    secret, folder = tmp_path / "secret.txt", tmp_path / "thing"
+    secret.write_text("not part of the model\n")
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    artifacts.write_meta(folder, "Thing", {"n": 1})
+    hashed: list[str] = []
+    real_hash, inside = artifacts.sha256_file, os.path.realpath(folder)
+
+    def hash_inside(path: Path) -> str:
+        hashed.append(os.path.realpath(path))
+        assert hashed[-1].startswith(f"{inside}/"), f"hashed {path}, outside the folder"
+        return real_hash(path)
+
+    monkeypatch.setattr(artifacts, "sha256_file", hash_inside)
+    meta = json.loads((folder / "meta.json").read_text())
+    listed = _listed_out(folder, secret)
+    listed["parts"] = ("outside the folder", None)  # a part "../" beside the folder
+    for name, (why, digest) in listed.items():
+        if name == "parts":
+            (tmp_path / "meta.json").write_text("{}")
+            edited = meta | {"parts": {"..": real_hash(tmp_path / "meta.json")}}
+        else:
+            edited = meta | {"files": meta["files"] | {name: digest or real_hash(secret)}}
+        (folder / "meta.json").write_text(json.dumps(edited))
+        with pytest.raises(ArtifactError) as excinfo:
+            artifacts.read_meta(folder, "Thing")
+        message = str(excinfo.value)
+        assert why in message and "fix:" in message, (name, message)
+    assert hashed == []  # every entry is checked before the first is hashed
+    (tmp_path / "meta.json").write_text(json.dumps(meta))  # another folder's, or worse
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").symlink_to(tmp_path / "meta.json")
+    with pytest.raises(ArtifactError, match="outside the folder"):
+        artifacts.read_meta(folder, "Thing")
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert artifacts.read_meta(folder, "Thing")["n"] == 1
+    assert hashed == [f"{inside}/a.txt"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,6 +71,57 @@ def test_save_and_load_round_trip(tmp_path, int8, tx_encoder_dir):
     (tmp_path / ONNX_FILE).unlink()
     with pytest.raises(ArtifactError, match="missing"):
         Int8Encoder.load(tmp_path, int8.hidden_size)
+
+
+SECRET_WHERE = {
+    "the working directory": lambda cwd, folder: "onnx-secret.txt",
+    "beside the folder": lambda cwd, folder: "../onnx-secret.txt",
+    "an absolute path": lambda cwd, folder: str(cwd / "onnx-secret.txt"),
+    "a link out of the folder": lambda cwd, folder: _link(folder / "weights.bin", cwd),
+    "a file of the folder": lambda cwd, folder: _copy(cwd, folder / "weights.bin"),
+}
+
+
+def _link(link: Path, cwd: Path) -> str:
+    link.symlink_to(cwd / "onnx-secret.txt")
+    return link.name
+
+
+def _copy(cwd: Path, inside: Path) -> str:
+    inside.write_bytes((cwd / "onnx-secret.txt").read_bytes())
+    return inside.name
+
+
+@pytest.mark.parametrize("where", list(SECRET_WHERE))
+def test_external_data_outside_the_model_folder_is_refused(
+    tmp_path, monkeypatch, int8, tx_encoder_dir, where
+):
+    """A saved encoder whose token embeddings name another file as their data (ONNX external
+    data) made ONNX Runtime read that file from the working directory (the model was opened
+    from bytes). Only data inside the model's folder is read; the rest is refused."""
+    import onnx
+
+    cwd, folder = tmp_path / "cwd", tmp_path / "model"
+    cwd.mkdir()
+    folder.mkdir()
+    monkeypatch.chdir(cwd)
+    model = onnx.load_model_from_string(int8.model)
+    table = next(t for t in model.graph.initializer if "word_embeddings" in t.name)
+    (cwd / "onnx-secret.txt").write_bytes(table.raw_data)  # readable as the table it replaces
+    entries = {"location": SECRET_WHERE[where](cwd, folder), "length": str(len(table.raw_data))}
+    table.ClearField("raw_data")
+    table.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in entries.items():
+        table.external_data.add(key=key, value=value)
+    (folder / ONNX_FILE).write_bytes(model.SerializeToString())
+    if where == "a file of the folder":
+        tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), TEXTS, 32)
+        loaded = Int8Encoder.load(folder, int8.hidden_size)
+        assert loaded.embed(tokens, 8).tobytes() == int8.embed(tokens, 8).tobytes()
+        return
+    with pytest.raises(ArtifactError, match=r"(?i)external data") as excinfo:
+        Int8Encoder.load(folder, int8.hidden_size)
+    assert str(folder / ONNX_FILE) in str(excinfo.value) and "fix:" in str(excinfo.value)
 
 
 def test_missing_runtime_names_the_extra(monkeypatch, encoder):

@@ -16,6 +16,7 @@ from typing import Any
 from xmc_core.app.completion import SHELLS, script
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
+from xmc_core.storage.atomic import finish_interrupted_swap
 from xmc_core.storage.paths import require_dataset_folder, require_model_folder
 
 COMMANDS = ("info", "inspect", "registry", "completion")
@@ -59,7 +60,15 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         _print(listing.model_dump(mode="json"), args.json, format_listing(listing))
     elif args.command == "inspect":
         _print_model(_model_folder(args), args)
-    elif (args.path / "meta.json").is_file():
+    else:
+        _info(args)
+
+
+def _info(args: argparse.Namespace) -> None:
+    """``xmc info PATH``: a model or a dataset folder, once a replacement of it that a kill
+    interrupted is finished (the repair says so in one line)."""
+    finish_interrupted_swap(args.path)
+    if (args.path / "meta.json").is_file():
         require_model_folder(args.path)  # a model, not one of its parts
         _print_model(args.path, args)
     elif (args.path / "manifest.json").is_file():

@@ -2,10 +2,10 @@
 an HTTP/1.1 protocol with read deadlines and a connection limit.
 
 - **Token**: ``--token-file FILE`` or else ``$XMC_SERVE_TOKEN``; at least 16 characters; a
-  token file must not be readable by every user. Requests must carry
-  ``Authorization: Bearer <token>`` (compared in constant time), except ``GET /health``, which
-  stays open for load balancers and says nothing secret, and the API's documentation
-  (``GET /docs``, ``GET /openapi.json``).
+  token file must be a regular file (a FIFO or a device is refused), not readable by every
+  user. Requests must carry ``Authorization: Bearer <token>`` (compared in constant time),
+  except ``GET /health``, which stays open for load balancers and says nothing secret, and the
+  API's documentation (``GET /docs``, ``GET /openapi.json``).
 - **Bind**: a host other than loopback (127.0.0.0/8, ::1, localhost) needs a token, unless
   ``--insecure-public`` says the exposure is wanted (behind a trusted proxy, say).
 - **Deadlines**: the request head must be complete within ``header_timeout_s`` of the moment
@@ -32,6 +32,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from xmc_core.errors import InputError, XmcError
+from xmc_core.storage.paths import file_kind
 
 TOKEN_ENV = "XMC_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -50,12 +51,7 @@ def read_token(token_file: Path | None, env: dict[str, str] | None = None) -> st
     """The bearer token from ``token_file`` (if given) or ``$XMC_SERVE_TOKEN``; None if neither."""
     env = os.environ if env is None else env
     if token_file is not None:
-        try:
-            mode = token_file.stat().st_mode
-            token = token_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as err:
-            problem = f"cannot read the token file ({err})"
-            raise InputError(token_file, problem, _MAKE_TOKEN) from err
+        mode, token = _read_token_file(token_file)
         if mode & stat.S_IROTH:
             raise InputError(
                 token_file, "token file is readable by every user", f"chmod 600 {token_file}"
@@ -73,6 +69,22 @@ def read_token(token_file: Path | None, env: dict[str, str] | None = None) -> st
             "without spaces", _MAKE_TOKEN,
         )  # fmt: skip
     return token
+
+
+def _read_token_file(path: Path) -> tuple[int, str]:
+    """The mode and the stripped text of ``path``, which must be a regular file: a FIFO would
+    hang start-up, a device never end (opened without blocking, checked before reading)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                problem = f"the token file is {file_kind(path, mode)}, not a regular file"
+                raise InputError(
+                    path, problem, f"write the token into a regular file; {_MAKE_TOKEN}"
+                )
+            return mode, fh.read().decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(path, f"cannot read the token file ({err})", _MAKE_TOKEN) from err
 
 
 def is_loopback(host: str) -> bool:

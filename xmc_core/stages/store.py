@@ -8,7 +8,9 @@ then reuses the first one's folder.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,9 @@ from pathlib import Path
 
 from xmc_core.storage.atomic import atomic_dir
 from xmc_core.storage.work_dir import WorkDir
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""Errors of writing an artifact that its folder names: the disk that is full."""
 
 
 class ArtifactStore:
@@ -43,6 +48,7 @@ class ArtifactStore:
         that finds another run writing the same artifact (two flows on one ``work_dir``)
         waits for it on the writer lock and then reuses its folder. Log lines start with
         ``name`` (default: the stage); a complete folder is logged as ``name: <reused> <path>``.
+        A full disk met in the block (an OSError that names no file) names the folder.
         """
         out = self.path(stage, key)
         name = name or stage
@@ -60,6 +66,10 @@ class ArtifactStore:
             logger.info("%s: reusing %s, finished by another run meanwhile", name, out)
             yield None
             return
+        except OSError as err:
+            if err.filename is None and err.errno in _DISK_FULL:  # pyarrow, numpy name no file
+                raise OSError(err.errno, os.strerror(err.errno), str(out)) from err
+            raise
         logger.info("%s: wrote %s in %.2f s", name, out, time.perf_counter() - start)
 
 

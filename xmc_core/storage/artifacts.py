@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ from xmc_core import __version__
 from xmc_core.errors import ArtifactError
 from xmc_core.storage.atomic import atomic_file, finish_interrupted_swap, write_json
 from xmc_core.storage.npz_guard import check_npz, read_sparse
+from xmc_core.storage.paths import file_kind
 
 if TYPE_CHECKING:  # pyarrow is imported where strings are read or written: it costs ~40 MB
     import pyarrow as pa
@@ -68,6 +71,7 @@ def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, An
     path = folder / "meta.json"
     if not path.is_file():
         raise ArtifactError(path, "meta.json is missing", "the folder is not a saved xmc artifact")
+    _listed_file(folder, path.name)  # not a link out of the folder
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -90,14 +94,32 @@ def read_meta(folder: str | Path, cls: str, verify: bool = True) -> dict[str, An
             raise ArtifactError(
                 path, "'files'/'parts' are not maps of name to sha256", "re-create it"
             )
-        listed = [(folder / n, d) for n, d in files.items()]
-        listed += [(folder / n / "meta.json", d) for n, d in parts.items()]
-        for fpath, digest in listed:
-            if not fpath.is_file():
-                raise ArtifactError(fpath, "file listed in meta.json is missing", "re-create it")
+        listed = [*files.items(), *((f"{n}/meta.json", d) for n, d in parts.items())]
+        checked = [(_listed_file(folder, name), digest) for name, digest in listed]
+        for fpath, digest in checked:
             if sha256_file(fpath) != digest:
                 raise ArtifactError(fpath, "checksum mismatch: file is corrupt or was edited")
     return meta
+
+
+def _listed_file(folder: Path, name: str) -> Path:
+    """``folder / name``, an entry of its ``meta.json``, when it is a regular file inside
+    ``folder`` (a link that stays inside counts); else an ArtifactError, before anything is
+    read: no ``..``, absolute path or link may reach a file elsewhere, and no FIFO, device or
+    folder is opened."""
+    path, root = folder / name, os.path.realpath(folder)
+    real = os.path.realpath(path)
+    if os.path.commonpath([root, real]) != root:
+        problem = f"lists {name!r}, which is outside the folder ({real})"
+        raise ArtifactError(folder / "meta.json", problem, "re-create it")
+    try:
+        mode = os.stat(real).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise ArtifactError(path, "file listed in meta.json is missing", "re-create it") from None
+    if not stat.S_ISREG(mode):
+        problem = f"listed in meta.json as a file, but it is {file_kind(path, mode)}"
+        raise ArtifactError(path, problem, "re-create it")
+    return path
 
 
 @contextmanager

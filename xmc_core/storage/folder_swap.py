@@ -13,6 +13,7 @@ import errno
 import fcntl
 import functools
 import json
+import logging
 import os
 import platform
 import re
@@ -29,6 +30,7 @@ RENAME_EXCHANGE = 2  # renameat2: swap the two paths in one step
 _AT_FDCWD = -100
 _SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276, "arm64": 276, "riscv64": 276, "ppc64le": 357}
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP}  # filesystem or kernel lacks it
+log = logging.getLogger(__name__)
 
 
 def fsync_dir(path: Path) -> None:
@@ -219,25 +221,30 @@ def _write_journal(journal: Path, record: dict[str, str]) -> None:
 
 def repair(target: Path) -> None:
     """Finish a journaled swap of ``target`` a kill interrupted (lock held): put the new copy
-    (complete before the journal was written) or else the old one at ``target``; drop the rest."""
+    (complete before the journal was written) or else the old one at ``target``; drop the rest.
+    Logs one warning saying which copy ``target`` now holds."""
     journal = beside(target, "swap")
     if not os.path.lexists(journal):
         return
     copies = _journal_copies(journal, target)
-    if not os.path.lexists(target):
-        found = [c for c in copies if c.is_dir() and not c.is_symlink()]
-        if not found:
-            raise ArtifactError(
-                journal,
-                f"a replacement of {target} was interrupted and neither copy is left",
-                f"re-create {target.name}, then delete {journal.name}",
-            )
+    found = [c for c in copies if c.is_dir() and not c.is_symlink()]
+    if os.path.lexists(target):  # killed before the first rename, or after the second
+        held = "the previous copy" if copies[0] in found else "the new copy"
+    elif found:
         os.rename(found[0], target)
         fsync_dir(target.parent)
+        held = "the new copy" if found[0] == copies[0] else "the previous copy"
+    else:
+        raise ArtifactError(
+            journal,
+            f"a replacement of {target} was interrupted and neither copy is left",
+            f"re-create {target.name}, then delete {journal.name}",
+        )
     journal.unlink()
     fsync_dir(target.parent)
     for copy in copies:
         shutil.rmtree(copy, ignore_errors=True)
+    log.warning("%s: finished a replacement that was interrupted: it holds %s", target, held)
 
 
 def _journal_copies(journal: Path, target: Path) -> list[Path]:

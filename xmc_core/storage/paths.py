@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from xmc_core.errors import PathError
@@ -32,6 +33,20 @@ def meta_class(path: Path) -> str | None:
         return json.loads(path.read_text(encoding="utf-8")).get("class")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def file_kind(path: Path, mode: int) -> str:
+    """What is at ``path``, whose ``st_mode`` is ``mode``, in words (``a FIFO (named pipe)``)."""
+    if stat.S_ISLNK(mode):
+        return f"a symbolic link to {os.readlink(path)!r}, which is missing or not a file"
+    kinds = [
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ]
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
 
 
 def _exists(path: Path) -> bool | None:

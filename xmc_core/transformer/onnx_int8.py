@@ -99,15 +99,21 @@ def export_int8(encoder: TextEncoder) -> bytes:
 
 
 class Int8Encoder:
-    """An int8 ONNX encoder in an ONNX Runtime session on the CPU (as many threads as torch)."""
+    """An int8 ONNX encoder in an ONNX Runtime session on the CPU (as many threads as torch).
+
+    ``source``: the file ``model`` was read from. The session is then opened from that path, so
+    that ONNX Runtime resolves any tensor data the model keeps in other files (external data)
+    inside its folder and refuses the rest (absolute paths, ``..``, links out, FIFOs); opened
+    from bytes it would read them from the working directory."""
 
     def __init__(self, model: bytes, hidden_size: int, source: Path | None = None) -> None:
         ort = _runtime()
         options = ort.SessionOptions()
         options.intra_op_num_threads = torch.get_num_threads()
         options.log_severity_level = 3  # errors only
+        opened = str(source) if source is not None else model
         try:
-            self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(opened, options, providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime raises its own classes (Fail, InvalidProtobuf)
             where = source if source is not None else "int8 encoder"
             problem = f"cannot load an ONNX model ({type(err).__name__}: {err})"

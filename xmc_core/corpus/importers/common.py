@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from xmc_core.corpus.schema import Manifest
 from xmc_core.corpus.values import brief
 from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
+from xmc_core.storage.paths import file_kind
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 """(row or line number from 1, record) pairs, as the tabular readers yield them."""
@@ -50,23 +50,10 @@ def optional_file(path: Path, fmt: str) -> Path | None:
         return None
     raise InputError(
         path,
-        f"format {fmt!r} reads {path.name} as a regular file, but it is {_file_kind(path, mode)}",
+        f"format {fmt!r} reads {path.name} as a regular file, but it is {file_kind(path, mode)}",
         f"replace {path.name} by a regular file holding its data (copy the data in, not a pipe, "
         "device or link to it)",
     )
-
-
-def _file_kind(path: Path, mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return f"a symbolic link to {os.readlink(path)!r}, which is missing or not a file"
-    kinds = [
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISDIR, "a folder"),
-    ]
-    return next((what for test, what in kinds if test(mode)), "not a regular file")
 
 
 def split_labels(value: str, sep: str) -> list[str]:
