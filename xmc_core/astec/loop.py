@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from xmc_core.progress import Clock, StepLog, duration
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class Epochs:
                 self.stopped = f"time budget of {duration(self.budget_s or 0)} reached"
                 break
         else:
-            self.stopped = f"all {self.n_epochs} epochs"
+            self.stopped = f"all {counted(self.n_epochs, 'epoch')}"
         log.info("%s: %s; best epoch %d", self.what, self.stopped, self.best_epoch)
 
     def step(self, loss: float, docs: int) -> None:
