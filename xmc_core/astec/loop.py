@@ -36,7 +36,8 @@ class Epochs:
         clock: Clock = time.monotonic,
     ) -> None:  # fmt: skip
         self.what, self.n_epochs, self.budget_s, self.clock = what, n_epochs, budget_s, clock
-        self.progress = StepLog(log, what, max(steps_per_epoch, 1) * n_epochs, clock=clock)
+        total = max(steps_per_epoch, 1) * n_epochs
+        self.progress = StepLog(log, what, total, clock=clock, budget_s=budget_s)
         self.start = clock()
         self.epoch, self.over_budget = 0, False
         self.loss_sum, self.loss_steps = 0.0, 0

@@ -141,8 +141,11 @@ class EpochLoop:
         cfg, n = self.cfg, len(self.train_rows)
         state, best = self.resume(resume, shapes)
         steps = max(n // cfg.batch_size, min(n, 1))
-        progress = StepLog(log, WHAT, steps * cfg.epochs, clock=self.clock)
-        progress.steps = steps * state.epoch
+        budget = None if cfg.time_budget_s is None else cfg.time_budget_s - state.elapsed
+        progress = StepLog(
+            log, WHAT, steps * cfg.epochs, clock=self.clock, done=steps * state.epoch,
+            budget_s=budget,
+        )  # fmt: skip
         log.info(
             "%s: %s training docs, %s validation docs, %s targets, %s epochs at most on %s",
             WHAT, f"{n:,}", f"{len(self.val_rows):,}", f"{self.Y.shape[1]:,}", cfg.epochs,

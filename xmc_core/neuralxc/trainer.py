@@ -125,7 +125,9 @@ class EpochLoop:
         """Train to the end; returns the record and the best epoch's weights."""
         cfg, n = self.cfg, len(self.train_rows)
         steps = -(-n // cfg.batch_size)
-        progress = StepLog(log, WHAT, steps * cfg.epochs, clock=self.clock)
+        progress = StepLog(
+            log, WHAT, steps * cfg.epochs, clock=self.clock, budget_s=cfg.time_budget_s
+        )
         log.info(
             "%s: %s training docs, %s validation docs, %s input columns, %s labels, "
             "%s epochs at most on %s",
