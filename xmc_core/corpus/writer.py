@@ -226,8 +226,18 @@ class SplitWriter:
         self._writer.close()
         self._closed = True
         self.stats.distinct_labels = len(self.label_counts)
+        dropped = self.stats.dropped_empty + self.stats.dropped_unlabeled
+        if self.stats.rows == 0 and dropped:
+            raise InputError(
+                source,
+                f"no documents left in this split: the policies dropped all "
+                f"{counted(dropped, 'document')} (empty text or no label)",
+                "check the input file",
+            )
         if self.stats.rows == 0:
-            raise InputError(source, "no documents left in this split", "check the input file")
+            raise InputError(
+                source, "the file holds no documents", "write the split's documents into it"
+            )
 
 
 class DatasetWriter:
