@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.app.describe import TRAINING_FILE, training_record
-from xmc_core.app.summary import RunSummary, members_line
+from xmc_core.app.summary import RunSummary, cache_line, members_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
@@ -54,6 +54,7 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     summary = RunSummary(
         family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
         seconds=time.perf_counter() - start, data=corpus_line(corpus.manifest),
+        cache=cache_line(outputs["stages"].reused, outputs["stages"].calls),
         extra={"members": members_line(members)} if members else {},
     )  # fmt: skip
     print(summary.format())

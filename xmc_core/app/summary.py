@@ -22,6 +22,7 @@ from xmc_core.evaluation.metrics import metric_line, percent
 from xmc_core.evaluation.report import corpus_line, read_json
 from xmc_core.families.common import METRICS_FILE
 from xmc_core.progress import duration
+from xmc_core.wording import counted
 
 SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5")
 """The test figures a summary shows, in this order (those present)."""
@@ -43,6 +44,8 @@ class RunSummary:
     data: str = ""
     mlflow: str = ""
     registry: str = ""
+    cache: str = ""
+    """How many stages an earlier run had computed already (:func:`cache_line`)."""
     extra: dict[str, str] = field(default_factory=dict)
     predict_args: str = "docs.txt out.jsonl"
     """What the model row's ``xmc predict`` hint passes after the model."""
@@ -58,6 +61,7 @@ class RunSummary:
             ("model", f"{model}  (xmc predict {model} {self.predict_args})"),
             ("mlflow", self.mlflow),
             ("registry", self.registry),
+            ("cache", self.cache),
             *self.extra.items(),
         ]
         lines += [f"  {name:<9} {value}" for name, value in rows if value]
@@ -92,6 +96,15 @@ def flow_summary(
         registry=registry,
         extra={"members": members_line(members)} if members else {},
     )
+
+
+def cache_line(reused: int, calls: int) -> str:
+    """``12 of 15 stages reused from earlier runs (their inputs unchanged)``; "" when none was."""
+    if not reused:
+        return ""
+    their = "its" if reused == 1 else "their"
+    stages = counted(calls, "stage")
+    return f"{reused:,} of {stages} reused from earlier runs ({their} inputs unchanged)"
 
 
 def members_line(metrics: Sequence[Mapping[str, float]]) -> str:
