@@ -4,9 +4,11 @@ test figures (once), where the model is, and what the registry did with it.
     xmc run summary: xr-linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
       data      6000 train / 1500 test docs, 957 labels
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
-      model     data/artifacts/model/c8cc6c66...  (xmc predict data/artif... docs.txt out.jsonl)
+      model     data/models/c8cc6c66...  (xmc predict data/models/c8cc6c66... docs.txt out.jsonl)
       mlflow    run c52126dd...  http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
       registry  version 1 promoted to xmc@champion (no champion before)
+
+A rerun adds ``cache     15 of 15 stages reused from earlier runs (their inputs unchanged)``.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def flow_summary(
     outputs: Mapping[str, str], family: str, seconds: float | None = None
 ) -> RunSummary:
     """The summary of a ``train`` flow run from what it returns: ``corpus``, ``evaluation``
-    (folder of the test ``metrics.json``), ``model``, and when tracked ``mlflow_run``,
-    ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to xmc@champion ...``)."""
+    (folder of the test ``metrics.json``), ``model``, ``stages`` and ``stages_cached``, and
+    when tracked ``mlflow_run``, ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to
+    xmc@champion ...``)."""
     corpus = Corpus(outputs["corpus"])
     mlflow = ""
     if outputs.get("mlflow_run"):
@@ -94,6 +97,7 @@ def flow_summary(
         data=corpus_line(corpus.manifest),
         mlflow=mlflow,
         registry=registry,
+        cache=cache_line(int(outputs.get("stages_cached") or 0), int(outputs.get("stages") or 0)),
         extra={"members": members_line(members)} if members else {},
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from xmc_core.storage.atomic import atomic_dir
@@ -32,11 +32,10 @@ class ArtifactStore:
         """A folder is complete once it exists: it is renamed into place only when done."""
         return self.path(stage, key).is_dir()
 
-    @contextmanager
     def produce(
         self, stage: str, key: str, logger: logging.Logger | logging.LoggerAdapter,
         name: str | None = None, reused: str = "reusing finished artifact",
-    ) -> Iterator[Path | None]:  # fmt: skip
+    ) -> AbstractContextManager[Path | None]:  # fmt: skip
         """Yield a temporary folder to write the artifact into, or None if it is complete.
 
         The folder is renamed into place only when the block finishes without error. A run
@@ -44,8 +43,14 @@ class ArtifactStore:
         waits for it on the writer lock and then reuses its folder. Log lines start with
         ``name`` (default: the stage); a complete folder is logged as ``name: <reused> <path>``.
         """
-        out = self.path(stage, key)
-        name = name or stage
+        return self.produce_at(self.path(stage, key), logger, name or stage, reused)
+
+    @contextmanager
+    def produce_at(
+        self, out: Path, logger: logging.Logger | logging.LoggerAdapter, name: str, reused: str
+    ) -> Iterator[Path | None]:
+        """:meth:`produce` for a content-addressed folder ``out`` of this ``work_dir`` outside
+        the stage artifacts (a published model folder)."""
         if out.is_dir():
             logger.info("%s: %s %s", name, reused, out)
             yield None
