@@ -35,6 +35,7 @@ from prefect.runtime import flow_run as current_flow_run
 from prefect.runtime import task_run as current_task_run
 
 from tasks.lineage import describe_version, flow_run_links, log_dataset_inputs, version_description
+from tasks.stage_task import STAGE_TAG
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.report import read_json
 from xmc_core.model.xmc_model import model_layout
@@ -66,9 +67,10 @@ def stage_timings(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -
 
 
 def cached_stages(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -> tuple[int, int]:
-    """(Cached, all) task runs of a flow run and its subflow runs, as :func:`stage_timings`
-    reads them: how many stages an earlier run had done already."""
-    runs = _final_task_runs(flow_run_id, wait_s)
+    """(Cached, all) stage task runs (``tasks.stage_task.STAGE_TAG``) of a flow run and its
+    subflow runs, as :func:`stage_timings` reads them: how many stages an earlier run had done
+    already."""
+    runs = [r for r in _final_task_runs(flow_run_id, wait_s) if STAGE_TAG in r.tags]
     return sum(1 for r in runs if r.state is not None and r.state.name == "Cached"), len(runs)
 
 

@@ -62,6 +62,13 @@ def test_failure_at_level_two_resumes_there(
     assert states["train-level-2"] == "Completed"
     assert states["evaluate"] == "Completed"
     outputs = state.result()
+    # what the run's summary counts: the stage tasks, those Cached; not synthesize-corpus (no
+    # stage: it reuses its folder without a Prefect cache) nor the tracking tasks after them
+    assert int(outputs["stages_cached"]) == list(states.values()).count("Cached") > 10
+    computed = ("train-level-2", "train-level-3", "assemble-model", "evaluate")
+    computed += ("evaluate-train", "diagnose")  # the lifecycle's stages, after the model's
+    assert int(outputs["stages"]) - int(outputs["stages_cached"]) == len(computed), states
+    assert all(states[name] == "Completed" for name in computed)
     metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
     assert metrics["P@1"] >= 0.6, metrics  # the embedded corpus is learnable (~0.8 at scale 1)
 
