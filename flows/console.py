@@ -1,8 +1,9 @@
 """What a flow's command line prints: its own progress and one summary, not library noise.
 
 By default (no ``-v``) the terminal of ``python -m flows.*`` and ``make train`` leaves out Dask's
-INFO chatter (the cluster's start and stop, ~70 lines a run), MLflow's INFO lines and download
-bars, Prefect's per-task ``Finished in state Completed()`` lines and temporary-server notices,
+INFO chatter (the cluster's start and stop, ~70 lines a run) and the nanny's "still alive,
+killing" of a worker slow to exit, MLflow's INFO lines, download bars and run links, Prefect's
+per-task ``Finished in state Completed()`` lines and temporary-server notices,
 the ``CommClosedError`` tracebacks Dask sometimes logs while its cluster shuts down, and the
 ``CancelledError`` tracebacks the temporary Prefect server's database pool sometimes logs while
 the server is stopped (it inherits this process's logging settings), and the tracebacks of a
@@ -30,6 +31,7 @@ QUIET_ENV = {
     "DASK_LOGGING__DISTRIBUTED": "warning",
     "MLFLOW_LOGGING_LEVEL": "WARNING",
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 """Environment of a quiet run (a variable the user set keeps its value)."""
 
@@ -46,6 +48,8 @@ _DROPPED_PREFIXES = (
 )
 _NOT_READY = "Finished in state NotReady("  # waited on a task that failed (that one is shown)
 _NOISY_LOGGERS = ("distributed", "mlflow", "prefect.task_runner.dask")
+_SHUTDOWN_WARNINGS = ("Worker process still alive after",)
+"""Dask's warnings of a cluster closing as it should (a worker slow to exit is killed)."""
 _WROTE = re.compile(r"[\w-]+: wrote /")  # a stage's artifact folder: for the Prefect logs
 
 SUMMARY_MARK = "xmc_summary"
@@ -62,6 +66,8 @@ class QuietFilter(logging.Filter):
         if getattr(record, SUMMARY_MARK, False) or _closed_comm(record) or _cancelled(record):
             return False
         if _expected_failure(record) or str(record.msg).startswith(_NOT_READY):
+            return False
+        if record.name.startswith("distributed") and str(record.msg).startswith(_SHUTDOWN_WARNINGS):
             return False
         if record.levelno >= logging.WARNING:
             return True

@@ -20,7 +20,8 @@ from xmc_core.config import DaskConfig, XmcConfig
 
 
 def dask_runner(cfg: DaskConfig) -> DaskTaskRunner:
-    """A Dask task runner: the cluster at ``cfg.address`` or a new local one."""
+    """A Dask task runner: the cluster at ``cfg.address`` or a new local one (no dashboard; its
+    scheduler's HTTP routes on a free port, not on 8787, which another cluster may hold)."""
     if cfg.address:
         return DaskTaskRunner(address=cfg.address)
     return DaskTaskRunner(
@@ -28,6 +29,7 @@ def dask_runner(cfg: DaskConfig) -> DaskTaskRunner:
             "n_workers": cfg.n_workers,
             "threads_per_worker": cfg.threads_per_worker,
             "dashboard_address": None,
+            "scheduler_kwargs": {"dashboard_address": ":0"},
         }
     )
 

@@ -33,9 +33,10 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.outcome import promotion_outcome
-from xmc_core.evaluation.report import features_summary
-from xmc_core.families.common import DIAGNOSE, EVALUATE
+from xmc_core.evaluation.report import features_summary, read_json
+from xmc_core.families.common import DIAGNOSE, EVALUATE, METRICS_FILE
 from xmc_core.families.train import check_corpus, check_dataset, train_graph
+from xmc_core.model.model_folder import publish_model_folder
 
 
 @flow(name="train-pipeline", log_prints=True)
@@ -59,8 +60,18 @@ def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict
         on_featurized=lambda feats: print(features_summary(run.paths(feats))),
     )  # fmt: skip
     outputs = run.paths(handles)
+    outputs["model"] = model_folder(outputs, cfg, work)
     outputs.update(lifecycle_stages(outputs, cfg, work, intake))
     return outputs
+
+
+def model_folder(outputs: dict[str, str], cfg: XmcConfig, work: str) -> str:
+    """The model folder a person gets (the one ``xmc train`` writes: the model stage's
+    artifact, its config, test metrics and dataset; no cache record), published under
+    ``<work_dir>/models/`` (:func:`~xmc_core.model.model_folder.publish_model_folder`)."""
+    metrics = {"test": read_json(Path(outputs["evaluation"]) / METRICS_FILE)}
+    corpus = Corpus(outputs["corpus"])
+    return str(publish_model_folder(Path(outputs["model"]), work, cfg, metrics, corpus))
 
 
 def lifecycle_stages(
@@ -70,11 +81,11 @@ def lifecycle_stages(
     promotion, the run report (Prefect artifacts) -> more outputs: ``mlflow_run`` (id),
     ``mlflow_url`` (the run's page on a tracking server), ``model_version`` ("" for each when
     not tracked or registered), ``promotion_decision`` (``promoted``, ``kept``,
-    ``already-champion``, ``not-promoted``, ``not-registered``) and ``promotion_reason``
-    (one line)."""
+    ``already-champion``, ``not-promoted``, ``not-registered``), ``promotion_reason``
+    (one line), ``stages`` and ``stages_cached`` (the task runs so far, and those Cached)."""
     from tasks.registry import promote_candidate
     from tasks.report import publish_report
-    from tasks.tracking import log_training_run, stage_timings
+    from tasks.tracking import cached_stages, log_training_run, stage_timings
 
     train_split, test_split = outputs["model_train"], outputs["model_test"]
     run = PrefectRunner(work)
@@ -90,6 +101,7 @@ def lifecycle_stages(
         )
     )  # fmt: skip
     timings = stage_timings(flow_run.get_id())
+    cached, stages = cached_stages(flow_run.get_id())
     tracking: dict[str, Any] = {}
     if cfg.tracking.enabled:
         tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
@@ -106,6 +118,7 @@ def lifecycle_stages(
         "mlflow_url": str(tracking.get("run_url") or ""),
         "model_version": str(tracking.get("version") or ""),
         "promotion_decision": promotion, "promotion_reason": reason,
+        "stages": str(stages), "stages_cached": str(cached),
     }  # fmt: skip
 
 

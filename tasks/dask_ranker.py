@@ -38,6 +38,7 @@ from xmc_core.config import DaskConfig
 from xmc_core.linear.level_batches import Pieces, Task, split_batches, task_size, use_mapper
 from xmc_core.linear.solver import LevelJob
 from xmc_core.progress import RateLog
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 30
@@ -128,9 +129,9 @@ class DaskBatchMapper:
             client.cancel([shipped, *futures])
         record = self._record(job, tasks, done, ship_s, time.perf_counter() - start, client)
         self.logger.info(
-            "%s: %d tasks on %d Dask workers, %.1f MB shipped once per worker, %.1f s",
-            progress.what, len(tasks), record["workers"], record["shipped_bytes"] / 1e6,
-            record["wall_s"],
+            "%s: %s on %s, %.1f MB shipped once per worker, %.1f s",
+            progress.what, counted(len(tasks), "task"), counted(record["workers"], "Dask worker"),
+            record["shipped_bytes"] / 1e6, record["wall_s"],
         )  # fmt: skip
         return [done[i]["pieces"] for i in range(len(tasks))]
 

@@ -30,6 +30,7 @@ from xmc_core.stages.keys import key_part
 from xmc_core.storage.artifacts import write_meta
 from xmc_core.storage.atomic import atomic_file
 from xmc_core.storage.fingerprint import closure_fingerprint
+from xmc_core.wording import counted
 
 PREDICTIONS_FILE = "predictions.parquet"
 
@@ -101,7 +102,9 @@ def predict_partition(
             table = predict_partition_table(model, Corpus(corpus_dir), ref, topk, beam_size)
             write_predictions(table, tmp / PREDICTIONS_FILE)
             _save_part(tmp, table.num_rows)
-            log.info("predicted %s partition %d: %d docs", ref.split, ref.row_group, ref.rows)
+            log.info(
+                "predicted %s partition %d: %s", ref.split, ref.row_group, counted(ref.rows, "doc")
+            )
     return str(artifact_dir(work_dir, "prediction-part", key))
 
 
@@ -109,7 +112,12 @@ def predict_partition(
 def plan_chunks(source: str, lines_per_chunk: int) -> list[LineChunk]:
     """Cut a text file into chunks of ``lines_per_chunk`` lines (with their checksums)."""
     chunks = line_chunks(source, lines_per_chunk)
-    get_run_logger().info("%s: %d chunks of up to %d lines", source, len(chunks), lines_per_chunk)
+    get_run_logger().info(
+        "%s: %s of up to %s",
+        source,
+        counted(len(chunks), "chunk"),
+        counted(lines_per_chunk, "line"),
+    )
     return chunks
 
 
@@ -143,7 +151,7 @@ def predict_chunk(
             table = predict_lines(model, read_chunk(source, chunk), topk, beam_size)
             write_predictions(table, tmp / PREDICTIONS_FILE)
             _save_part(tmp, table.num_rows)
-            log.info("predicted lines %d..: %d docs", chunk.first_line, chunk.n_lines)
+            log.info("predicted lines %d..: %s", chunk.first_line, counted(chunk.n_lines, "doc"))
     return str(artifact_dir(work_dir, "prediction-part", key))
 
 
@@ -166,7 +174,10 @@ def assemble_predictions(part_dirs: list[str], work_dir: str) -> str:
             table = read_predictions([Path(d) / PREDICTIONS_FILE for d in part_dirs])
             write_predictions(table, tmp / PREDICTIONS_FILE)
             _save_part(tmp, table.num_rows)
-            log.info("predictions of %d documents from %d parts", table.num_rows, len(part_dirs))
+            log.info(
+                "predictions of %s from %s",
+                counted(table.num_rows, "document"), counted(len(part_dirs), "part"),
+            )  # fmt: skip
     return str(artifact_dir(work_dir, "predictions", key))
 
 

@@ -29,6 +29,8 @@ from xmc_core.storage.fingerprint import path_fingerprint
 from xmc_core.storage.work_dir import RESULT_FILE
 
 _TASKS: dict[str, Task[..., str]] = {}
+STAGE_TAG = "xmc-stage"
+"""Every stage task's run carries this tag (what a run summary counts as its stages)."""
 
 
 def artifact_key(stage: Stage, args: dict[str, Any]) -> str:
@@ -51,7 +53,7 @@ def stage_task(stage: Stage) -> Task[..., str]:
 
         run_stage.__qualname__ = run_stage.__name__ = stage.name.replace("-", "_")
         _TASKS[stage.name] = task(
-            run_stage, name=stage.name, cache_key_fn=cache_key, **TASK_OPTIONS
+            run_stage, name=stage.name, cache_key_fn=cache_key, tags=[STAGE_TAG], **TASK_OPTIONS
         )
     return _TASKS[stage.name]
 

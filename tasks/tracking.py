@@ -35,6 +35,7 @@ from prefect.runtime import flow_run as current_flow_run
 from prefect.runtime import task_run as current_task_run
 
 from tasks.lineage import describe_version, flow_run_links, log_dataset_inputs, version_description
+from tasks.stage_task import STAGE_TAG
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.report import read_json
 from xmc_core.model.xmc_model import model_layout
@@ -59,6 +60,23 @@ def stage_timings(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -
     seconds for every task run (except the calling one) to be final; runs still unfinished
     then count the time they ran so far.
     """
+    timings: dict[str, float] = {}
+    for run in _final_task_runs(flow_run_id, wait_s):
+        timings[run.name] = timings.get(run.name, 0.0) + _seconds(run)
+    return dict(sorted(timings.items()))
+
+
+def cached_stages(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -> tuple[int, int]:
+    """(Cached, all) stage task runs (``tasks.stage_task.STAGE_TAG``) of a flow run and its
+    subflow runs, as :func:`stage_timings` reads them: how many stages an earlier run had done
+    already."""
+    runs = [r for r in _final_task_runs(flow_run_id, wait_s) if STAGE_TAG in r.tags]
+    return sum(1 for r in runs if r.state is not None and r.state.name == "Cached"), len(runs)
+
+
+def _final_task_runs(flow_run_id: UUID | str | None, wait_s: float) -> list[Any]:
+    """The task runs of :func:`stage_timings`, but the calling one, once final (or after
+    ``wait_s`` seconds)."""
     flow_run_id = flow_run_id or current_flow_run.get_id()
     if flow_run_id is None:
         raise ValueError("stage_timings needs a flow run id outside of a flow run")
@@ -67,16 +85,10 @@ def stage_timings(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -
     deadline = time.monotonic() + wait_s
     with get_client(sync_client=True) as client:
         while True:
-            runs = _task_runs_of_tree(client, root)
-            pending = [r for r in runs if str(r.id) != calling and not _is_final(r)]
-            if not pending or time.monotonic() > deadline:
-                break
+            runs = [r for r in _task_runs_of_tree(client, root) if str(r.id) != calling]
+            if all(_is_final(r) for r in runs) or time.monotonic() > deadline:
+                return runs
             time.sleep(0.25)
-    timings: dict[str, float] = {}
-    for run in runs:
-        if str(run.id) != calling:
-            timings[run.name] = timings.get(run.name, 0.0) + _seconds(run)
-    return dict(sorted(timings.items()))
 
 
 def _task_runs_of_tree(client: SyncPrefectClient, root: UUID) -> list[Any]:

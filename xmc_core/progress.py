@@ -113,6 +113,10 @@ class StepLog:
     the last line); :meth:`emit` logs one (also when not due, e.g. with validation scores) and
     starts the next interval. The loss is the mean over the steps since the last line; the rate
     and the time left come from everything since the start (evaluation pauses included).
+
+    ``done``: steps an earlier run already did (a resumed loop starts counting there; its rate
+    and time left come from its own steps); ``budget_s``: the seconds the loop may still run (a
+    time budget, less what a resumed run spent): the time left never exceeds what it leaves.
     """
 
     def __init__(
@@ -122,10 +126,12 @@ class StepLog:
         total: int,
         every_s: float = PROGRESS_EVERY_S,
         clock: Clock = time.monotonic,
+        done: int = 0,
+        budget_s: float | None = None,
     ) -> None:
         self.log, self.what, self.total = log, what, total
-        self.every_s, self.clock = every_s, clock
-        self.steps = self.docs = 0
+        self.every_s, self.clock, self.budget_s = every_s, clock, budget_s
+        self.steps, self.resumed_at, self.docs = done, done, 0
         self.loss_sum, self.loss_steps = 0.0, 0
         self.start = self.now = clock()
         self.last: float | None = None
@@ -156,6 +162,13 @@ class StepLog:
         text = f"{self.what}: step {self.steps}/{self.total} ({pct:.0f}%), loss {loss:.4f}, "
         text += f"{rate(self.docs / elapsed)} docs/s"
         if self.steps < self.total:
-            left = (self.total - self.steps) * elapsed / self.steps
-            return text + f", {duration(left)} left"
+            return text + f", {self.time_left(elapsed)}"
         return text + f", done in {duration(elapsed)}"
+
+    def time_left(self, elapsed: float) -> str:
+        """``3m05s left``: the steps left at this run's pace, or what the time budget leaves
+        if that is less (``1m38s left (time budget)``)."""
+        left = (self.total - self.steps) * elapsed / max(self.steps - self.resumed_at, 1)
+        if self.budget_s is not None and self.budget_s - elapsed < left:
+            return f"{duration(max(self.budget_s - elapsed, 0.0))} left (time budget)"
+        return f"{duration(left)} left"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.model_helpers import split_texts as texts
+from xmc_core.app import commands
 from xmc_core.cnn.parts import CnnFeatures
 from xmc_core.config import XmcConfig
 from xmc_core.config_families import XmlCnnConfig
@@ -65,15 +66,22 @@ def test_xr_placement_trains_on_clusters_and_round_trips(
     assert a.nnz > 0 and (a != b).nnz == 0
 
 
-def test_placement_is_logged(
-    cnn_dataset: Path, cnn_config: XmcConfig, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_placement_is_logged_and_a_rerun_says_it_reused_the_network(
+    trained_flat: dict, cnn_dataset: Path, cnn_config: XmcConfig, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
     with caplog.at_level(logging.INFO, logger="xmc_core.families.xml_cnn"):
-        train_in_process(Corpus(cnn_dataset), cnn_config)  # the session's artifacts: cached
+        commands.train(cnn_dataset, tmp_path / "model", cnn_config)  # `xmc train`, once more
     assert (
         "xml-cnn: placement flat (111 labels <= xml_cnn.flat_max_labels=10,000: one output "
         "per label)" in caplog.messages
     )
+    calls = trained_flat["stages"].calls  # the session's first run computed every stage
+    assert trained_flat["stages"].reused == 0
+    cache = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  cache")]
+    assert cache == [
+        f"  cache     1 of {calls} stages reused from earlier runs (its inputs unchanged)"
+    ]  # the network (its checkpoint folder in work_dir); the rest runs in memory again
 
 
 def test_a_corpus_without_text_is_refused_before_any_work(tmp_path: Path) -> None:

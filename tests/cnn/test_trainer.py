@@ -101,21 +101,40 @@ def test_same_seed_same_network_and_resume_ends_the_same(
         train_network(tokens, Y, init, cfg, tmp_path / "c")
     assert (tmp_path / ".c.resume" / "state.json").is_file()
     monkeypatch.setattr(trainer.EpochLoop, "save_resume", save)
+    ticks = iter(range(0, 10**6, 31))  # every clock reading 31 s on: a progress line a step
     with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
-        resumed = train_network(tokens, Y, init, cfg, tmp_path / "c")
+        resumed = train_network(tokens, Y, init, cfg, tmp_path / "c", clock=lambda: next(ticks))
     assert "xml-cnn: resumed after epoch 2 from" in caplog.text
+    first_line = next(m for m in caplog.messages if m.startswith("xml-cnn: step"))
+    # 8 steps an epoch: step 17 of 24 came 62 s (two clock readings) after the loop started:
+    # 7 steps left at this run's pace, not at 62 s per 17 steps
+    assert first_line.startswith("xml-cnn: step 17/24 (71%)") and first_line.endswith(
+        ", 7m14s left"
+    )
     assert same(weights(resumed.folder), weights(first.folder))
     assert resumed.history[:2] == [{**h, "seconds": resumed.history[i]["seconds"]}
                                    for i, h in enumerate(first.history[:2])]  # fmt: skip
     assert not (tmp_path / ".c.resume").exists()
 
 
-def test_time_budget_and_early_stopping(problem: tuple, tmp_path: Path) -> None:
+def test_time_budget_and_early_stopping(
+    problem: tuple, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     tokens, Y, init, cfg = problem
     ticks = iter(range(0, 10**6, 100))
     budget = cfg.model_copy(update={"time_budget_s": 150.0, "epochs": 50})
     done = train_network(tokens, Y, init, budget, tmp_path / "t", clock=lambda: next(ticks))
     assert len(done.history) == 1 and done.stopped == "time budget of 2m30s reached"
+    ticks = iter(range(0, 10**6, 31))
+    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+        train_network(
+            tokens, Y, init, budget.model_copy(update={"time_budget_s": 200.0}),
+            tmp_path / "b", clock=lambda: next(ticks),
+        )  # fmt: skip
+    first_line = next(m for m in caplog.messages if m.startswith("xml-cnn: step"))
+    # 399 steps at 62 s each would take hours: the budget leaves 200 - 62 s
+    assert first_line.startswith("xml-cnn: step 1/400 (0%)")
+    assert first_line.endswith(", 2m18s left (time budget)"), first_line
     never = cfg.model_copy(update={"lr": 1e-9, "epochs": 50, "patience": 2})
     stopped = train_network(tokens, Y, init, never, tmp_path / "p")
     assert stopped.stopped == "early stop: no better val P@1 in 2 epochs"

@@ -95,3 +95,20 @@ def test_weighted_items_report_the_share_of_the_work(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "level 3: 80/100 nodes (20% of the work), 2.0 nodes/s, 2m40s left"
     ]
+
+
+def test_step_log_of_a_resumed_loop_paces_its_own_steps_within_the_time_budget(caplog):
+    clock = FakeClock()
+    resumed = StepLog(LOG, "xml-cnn", total=327, every_s=30, clock=clock, done=109)
+    budgeted = StepLog(LOG, "xml-cnn", total=327, every_s=30, clock=clock, budget_s=100.0)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        clock.now += 2.0  # one step in 2 s
+        for progress in (resumed, budgeted):
+            progress.step(0.5, 32)
+            progress.emit()
+    assert [r.getMessage() for r in caplog.records] == [
+        # 217 steps left at this run's 2 s a step, not at 2 s per 110 steps
+        "xml-cnn: step 110/327 (34%), loss 0.5000, 16 docs/s, 7m14s left",
+        # 326 steps would take 652 s; the budget leaves 98 s
+        "xml-cnn: step 1/327 (0%), loss 0.5000, 16 docs/s, 1m38s left (time budget)",
+    ]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from xmc_core.app.summary import SUMMARY_METRICS, RunSummary, format_seconds
+from xmc_core.app.summary import SUMMARY_METRICS, RunSummary, cache_line, format_seconds
 from xmc_core.evaluation.metrics import metric_line, percent
 
 
@@ -31,6 +31,15 @@ def test_summary_block_exact_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "  mlflow    run abc123  http://127.0.0.1:5000/#/experiments/1/runs/abc123",
         "  registry  xmc version 3: promoted to xmc@champion (no champion before)",
     ]
+
+
+def test_summary_says_how_many_stages_came_from_the_cache() -> None:
+    rerun = RunSummary("xr-linear", "ds", {"P@1": 1.0}, "/m", cache=cache_line(15, 15))
+    assert rerun.format().splitlines()[-1] == (
+        "  cache     15 of 15 stages reused from earlier runs (their inputs unchanged)"
+    )
+    assert cache_line(1, 1) == "1 of 1 stage reused from earlier runs (its inputs unchanged)"
+    assert cache_line(0, 15) == ""  # a run that computed everything: nothing to say
 
 
 def test_summary_leaves_out_what_the_run_did_not_do() -> None:

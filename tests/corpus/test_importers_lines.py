@@ -103,11 +103,17 @@ def test_label_map_without_texts_gives_none(tmp_path: Path) -> None:
     assert not manifest.has_label_texts and Corpus(tmp_path / "ds").label_texts() is None
 
 
-def test_label_sep_option(tmp_path: Path) -> None:
+def test_label_sep_option(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     src = make_src(tmp_path, {"train_texts.txt": "x\n", "train_labels.txt": "a,1|b\n"})
     ingest_lines(src, tmp_path, label_sep="|")
     labels = Corpus(tmp_path / "ds").read_split("train").column("labels").to_pylist()
     assert labels == [["a,1", "b"]]
+    (src / "train_labels.txt").write_text("a;b\n")  # ';'-joined under the default ','
+    ingest_lines(src, tmp_path / "semicolon")
+    assert (
+        f"{src / 'train_labels.txt'}: ';' but no ',' (the label separator) in 1 of 1 label value"
+        in caplog.text
+    )
 
 
 def test_inputs_unchanged(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -274,9 +275,39 @@ def test_missing_split_file(tmp_path: Path, fmt: str) -> None:
     assert "missing" in check_error(info, f"test.{fmt}", None)
 
 
-def test_empty_jsonl_file(tmp_path: Path) -> None:
-    src = make_src(tmp_path, "jsonl", ROWS)
-    (src / "test.jsonl").write_text("\n")
+@pytest.mark.parametrize(
+    ("fmt", "content"), [("jsonl", "\n"), ("csv", ""), ("csv", "doc_id,text,labels\r\n")]
+)
+def test_an_empty_split_file_is_said_to_be_empty(tmp_path: Path, fmt: str, content: str) -> None:
+    src = make_src(tmp_path, fmt, ROWS)
+    (src / f"test.{fmt}").write_text(content)
     with pytest.raises(InputError) as info:
-        run("jsonl", src, tmp_path)
-    assert "empty file" in check_error(info, "test.jsonl", None)
+        run(fmt, src, tmp_path)
+    msg = check_error(info, f"test.{fmt}", None)
+    assert "holds no documents" in msg and "--text-column" not in msg, msg
+    assert "fix: write the split's documents into it" in msg, msg
+
+
+def test_labels_joined_by_another_separator_are_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = [
+        {"doc_id": "d1", "text": "first doc", "labels": "sports|tennis"},
+        {"doc_id": "d2", "text": "second doc", "labels": "sports|golf"},
+    ]
+    src = make_src(tmp_path, "csv", rows)
+    with caplog.at_level(logging.WARNING, logger="xmc_core"):
+        corpus = run("csv", src, tmp_path)
+    assert corpus.read_split("train")["labels"].to_pylist() == [["sports|tennis"], ["sports|golf"]]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(
+        f"{src / 'train.csv'}: '|' but no ',' (the label separator) in 2 of 2 label values"
+    ), warning
+    assert "--label-sep '|'" in warning and "label_sep" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="xmc_core"):
+        run("csv", src, tmp_path / "sep", label_sep="|")  # split as asked: nothing to say
+        rows[0]["labels"], rows[1]["labels"] = "a|b,c", "d"  # ',' does separate these
+        (tmp_path / "mixed").mkdir()
+        run("csv", make_src(tmp_path / "mixed", "csv", rows), tmp_path / "mixed")
+    assert caplog.records == []

@@ -13,11 +13,13 @@ from xmc_core.corpus.schema import Policies
 from xmc_core.errors import InputError
 from xmc_core.intake.landing import (
     FORMAT_FILES,
+    IGNORED_NAMES,
     REASON_FILE,
     Drop,
     archive,
     detect_format,
     ingest_drop,
+    is_ignored,
     quarantine,
     scan_drops,
 )
@@ -149,6 +151,15 @@ def test_bad_drop_is_quarantined_with_its_reason(
     assert snapshot(where / "bad") == before and not folder.exists()
     reason = (where / REASON_FILE).read_text()
     assert str(excinfo.value) in reason and "what to do" in reason and "time:" in reason
+    assert IGNORED_NAMES in " ".join(reason.split())  # how to copy the fixed drop back in
+
+
+def test_the_readme_names_the_landing_names_the_scan_ignores() -> None:
+    for name in (".x", "_x", "x.tmp", "x.partial"):
+        assert is_ignored(name)
+    assert IGNORED_NAMES == "names starting with '.' or '_' or ending in '.tmp' or '.partial'"
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert IGNORED_NAMES in " ".join(readme.split())
 
 
 def test_quarantine_moves_links_and_files_without_following_or_deleting(tmp_path: Path) -> None:
@@ -215,5 +226,12 @@ def test_policies_override_applies_unless_the_drop_sets_its_own(tmp_path: Path) 
     assert ingest_drop(plain, tmp_path / "ds-a", keep).splits["train"].kept_unlabeled == 1
     with pytest.raises(InputError, match="no label"):
         ingest_drop(strict, tmp_path / "ds-b", keep)
-    with pytest.raises(InputError, match="no label"):
+    with pytest.raises(InputError, match="no label") as refused:
         ingest_drop(plain, tmp_path / "ds-c")
+    # a drop has no command line: the fix names what its drop.yaml can say, and that works
+    fix = refused.value.fix
+    assert "--on-unlabeled" not in fix and "policies: {on_unlabeled: drop}" in fix, fix
+    assert fix.endswith(" in the drop's drop.yaml"), fix
+    (landing / "a" / "drop.yaml").write_text("policies: {on_unlabeled: drop}\n")
+    (fixed,) = [d for d in scan_drops(landing) if d.name == "a"]
+    assert ingest_drop(fixed, tmp_path / "ds-d").splits["train"].dropped_unlabeled == 1

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import socket
+import warnings
 
 import pytest
 
-from flows.console import SUMMARY_MARK, QuietFilter
+from flows.console import QUIET_ENV, SUMMARY_MARK, QuietFilter
 from xmc_core.errors import InputError
 
 
@@ -30,6 +33,7 @@ def _record(name: str, msg: str, level: int = logging.INFO, **extra: object) -> 
         ("prefect.task_runner.dask", "Creating a new Dask cluster with `x`", logging.INFO),
         ("prefect.task_runs", "count: wrote /w/artifacts/count/89 in 0.44 s", logging.INFO),
         ("distributed.worker", "failed: CommClosedError: in <TCP (closed)>", logging.ERROR),
+        ("distributed.nanny", "Worker process still alive after 4.0 seconds, killing", 30),
     ],
 )
 def test_noise_is_dropped(name: str, msg: str, level: int) -> None:
@@ -93,3 +97,44 @@ def test_an_expected_failure_leaves_its_traceback_to_the_prefect_api() -> None:
     assert QuietFilter().filter(_record("prefect.task_runs", failed, logging.ERROR)) is True
     waited = "Finished in state NotReady(\"Upstream task run '9fec96cd' did not reach ...\")"
     assert QuietFilter().filter(_record("prefect.task_runs", waited, logging.ERROR)) is False
+
+
+def test_the_flows_dask_cluster_takes_no_fixed_port() -> None:
+    """Dask's scheduler serves HTTP (health, metrics) even without a dashboard, by default on
+    port 8787; with that port taken (another cluster, another run) it warned "Port 8787 is
+    already in use" into the terminal."""
+    from distributed import LocalCluster
+
+    from flows.runtime import dask_runner
+    from xmc_core.config import DaskConfig
+
+    kwargs = {**dask_runner(DaskConfig()).cluster_kwargs, "n_workers": 0, "processes": False}
+    with socket.socket() as taken, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(OSError):  # already taken: all the better
+            taken.bind(("127.0.0.1", 8787))
+            taken.listen()
+        with LocalCluster(**kwargs) as cluster:
+            assert cluster.scheduler.http_server.port != 8787
+    assert [str(w.message) for w in caught if "already in use" in str(w.message)] == []
+
+
+def test_mlflow_prints_no_run_links_in_a_quiet_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a tracking server MLflow writes "View run ... at: URL" and "View experiment at: URL"
+    to stdout as a run ends; the summary names the run and its page once."""
+    from types import SimpleNamespace
+
+    from mlflow.store.tracking.rest_store import RestStore
+    from mlflow.tracking._tracking_service.client import TrackingServiceClient
+
+    for name, value in QUIET_ENV.items():
+        monkeypatch.setenv(name, value)
+    client = TrackingServiceClient("http://127.0.0.1:5000")
+    run = SimpleNamespace(
+        data=SimpleNamespace(tags={}), info=SimpleNamespace(experiment_id="1", run_name="r")
+    )
+    monkeypatch.setattr(RestStore, "get_run", lambda _self, _run_id: run)
+    client._log_url("0123")
+    assert capsys.readouterr().out == ""

@@ -13,8 +13,12 @@ from flows.runtime import configured, prefect_api
 from flows.train import train, train_pipeline
 from tasks.report import METRICS_KEY, REPORT_KEY
 from tests.flows.conftest import flow_run_artifacts, flow_run_tags, task_states
+from xmc_core.app.describe import describe_model
 from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.serving.resolve import local_model_dir
+from xmc_core.storage.work_dir import RESULT_FILE
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -58,6 +62,13 @@ def test_failure_at_level_two_resumes_there(
     assert states["train-level-2"] == "Completed"
     assert states["evaluate"] == "Completed"
     outputs = state.result()
+    # what the run's summary counts: the stage tasks, those Cached; not synthesize-corpus (no
+    # stage: it reuses its folder without a Prefect cache) nor the tracking tasks after them
+    assert int(outputs["stages_cached"]) == list(states.values()).count("Cached") > 10
+    computed = ("train-level-2", "train-level-3", "assemble-model", "evaluate")
+    computed += ("evaluate-train", "diagnose")  # the lifecycle's stages, after the model's
+    assert int(outputs["stages"]) - int(outputs["stages_cached"]) == len(computed), states
+    assert all(states[name] == "Completed" for name in computed)
     metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
     assert metrics["P@1"] >= 0.6, metrics  # the embedded corpus is learnable (~0.8 at scale 1)
 
@@ -78,6 +89,23 @@ def test_the_top_level_run_shows_the_outcome(
     assert outputs["promotion_reason"] == f"version 1 promoted to {target} (no champion before)"
     assert len(XmcModel.load(Path(outputs["model"])).labels) == 54  # what `xmc predict` loads
     p1 = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())["P@1"]
+    # the model folder is the one `xmc train` writes, and so is the one MLflow serves
+    folder = Path(outputs["model"])
+    assert folder.parent == tmp_path / "models" and not (folder / RESULT_FILE).exists()
+    described = describe_model(folder)
+    trained_on = {k: v for k, v in described["trained_on"].items() if k != "trained_at"}
+    assert trained_on == {
+        "dataset": str(small_corpus.resolve()),
+        "dataset_fingerprint": Corpus(small_corpus).fingerprint,
+    }
+    assert described["config"] == cfg.model_dump(mode="json")
+    assert described["metrics"] == {"test": json.loads(
+        (Path(outputs["evaluation"]) / "metrics.json").read_text()
+    )}  # fmt: skip
+    served = local_model_dir(f"models:/{target}", cfg)  # what `xmc inspect` reads
+    assert sorted(p.name for p in served.iterdir()) == sorted(p.name for p in folder.iterdir())
+    assert describe_model(served)["trained_on"] == described["trained_on"]
+    assert "  cache " not in outputs["summary"]  # nothing was cached the first time
     assert first.message == (
         f"P@1 {100 * p1:.2f}% — version 1 promoted to {target} (no champion before); "
         f"MLflow run {run_id}"
@@ -100,6 +128,12 @@ def test_the_top_level_run_shows_the_outcome(
 
     again_out = again.result()
     assert again_out["model_version"] == "1" and again_out["mlflow_run"] != run_id
+    assert again_out["model"] == outputs["model"]  # the same folder, published once
+    stages = int(again_out["stages"])  # every stage task, all Cached: the summary says so
+    assert again_out["stages_cached"] == again_out["stages"] and stages >= 10
+    assert (
+        f"  cache     {stages} of {stages} stages reused from earlier runs (their inputs unchanged)"
+    ) in again_out["summary"].splitlines()
     assert again_out["promotion_decision"] == "already-champion"
     assert again.message == (
         f"P@1 {100 * p1:.2f}% — version 1 already holds {target}; "

@@ -27,7 +27,7 @@ def test_train_main_job_end_to_end(tmp_path: Path) -> None:
     assert summary[0].startswith("xmc run summary: xr-linear on synthetic-x0.05-seed0-")
     assert summary[1] == "  data      300 train / 75 test docs, " + summary[1].split(", ")[1]
     assert summary[2].startswith("  test      P@1 ") and log.count("P@1") == 1
-    assert summary[3].startswith("  model     ") and "artifacts/model/" in summary[3]
+    assert summary[3].startswith("  model     ") and "/models/" in summary[3]
     assert summary[4].startswith("  mlflow    run ")
     assert summary[5] == "  registry  version 1 promoted to xmc@champion (no champion before)"
     assert "distributed." not in log and "Downloading artifacts" not in log

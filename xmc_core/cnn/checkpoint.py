@@ -21,6 +21,7 @@ from xmc_core.config_families import XmlCnnConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
 from xmc_core.storage.atomic import atomic_file
+from xmc_core.wording import counted
 
 NETWORK_FILE = "network.safetensors"
 
@@ -90,7 +91,9 @@ class CnnCheckpoint:
         best = next((h for h in self.history if h["epoch"] == self.best_epoch), {})
         p1 = best.get("val_P@1")
         score = f", val P@1 {p1:.4f}" if p1 is not None else ""
-        return f"{len(self.history)} epochs (best {self.best_epoch}{score}), {self.stopped}"
+        return (
+            f"{counted(len(self.history), 'epoch')} (best {self.best_epoch}{score}), {self.stopped}"
+        )
 
 
 def write_checkpoint(

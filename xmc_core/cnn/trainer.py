@@ -41,6 +41,7 @@ from xmc_core.progress import Clock, StepLog, duration
 from xmc_core.storage.atomic import write_json
 from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.tokens import TokenizedTexts, epoch_batches
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 WHAT = "xml-cnn"
@@ -82,9 +83,9 @@ class RunState:
         if over_budget:
             return f"time budget of {duration(cfg.time_budget_s or 0)} reached"
         if self.epoch - self.best_epoch >= cfg.patience and self.best_p1 >= 0:
-            return f"early stop: no better val P@1 in {cfg.patience} epochs"
+            return f"early stop: no better val P@1 in {counted(cfg.patience, 'epoch')}"
         if self.epoch >= cfg.epochs:
-            return f"all {cfg.epochs} epochs"
+            return f"all {counted(cfg.epochs, 'epoch')}"
         return None
 
 
@@ -140,8 +141,11 @@ class EpochLoop:
         cfg, n = self.cfg, len(self.train_rows)
         state, best = self.resume(resume, shapes)
         steps = max(n // cfg.batch_size, min(n, 1))
-        progress = StepLog(log, WHAT, steps * cfg.epochs, clock=self.clock)
-        progress.steps = steps * state.epoch
+        budget = None if cfg.time_budget_s is None else cfg.time_budget_s - state.elapsed
+        progress = StepLog(
+            log, WHAT, steps * cfg.epochs, clock=self.clock, done=steps * state.epoch,
+            budget_s=budget,
+        )  # fmt: skip
         log.info(
             "%s: %s training docs, %s validation docs, %s targets, %s epochs at most on %s",
             WHAT, f"{n:,}", f"{len(self.val_rows):,}", f"{self.Y.shape[1]:,}", cfg.epochs,

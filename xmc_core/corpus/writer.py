@@ -37,6 +37,7 @@ from xmc_core.corpus.values import brief, utf8
 from xmc_core.errors import InputError
 from xmc_core.storage.atomic import atomic_dir, write_json
 from xmc_core.storage.paths import require_writable
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +207,9 @@ class SplitWriter:
         self._writer.write_table(table, row_group_size=len(table))
         secs = time.perf_counter() - self._start
         log.info(
-            "%s: %d documents written (%.0f docs/s)",
+            "%s: %s written (%.0f docs/s)",
             self.path.stem,
-            self.stats.rows,
+            counted(self.stats.rows, "document"),
             self.stats.rows / max(secs, 1e-9),
         )
         self._buf = {name: [] for name in self._schema.names}
@@ -225,8 +226,18 @@ class SplitWriter:
         self._writer.close()
         self._closed = True
         self.stats.distinct_labels = len(self.label_counts)
+        dropped = self.stats.dropped_empty + self.stats.dropped_unlabeled
+        if self.stats.rows == 0 and dropped:
+            raise InputError(
+                source,
+                f"no documents left in this split: the policies dropped all "
+                f"{counted(dropped, 'document')} (empty text or no label)",
+                "check the input file",
+            )
         if self.stats.rows == 0:
-            raise InputError(source, "no documents left in this split", "check the input file")
+            raise InputError(
+                source, "the file holds no documents", "write the split's documents into it"
+            )
 
 
 class DatasetWriter:

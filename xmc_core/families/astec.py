@@ -25,6 +25,7 @@ from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Runner, Stage
+from xmc_core.wording import counted
 
 NAME = "astec"
 
@@ -66,7 +67,7 @@ def describe_encoder(encoder: AstecEncoder) -> str:
     record = encoder.record
     return (
         f"E {encoder.E.shape}, {record.get('meta_labels', '?')} meta-labels, "
-        f"{len(record.get('history', []))} epochs (best {record.get('best_epoch')}), "
+        f"{counted(len(record.get('history', [])), 'epoch')} (best {record.get('best_epoch')}), "
         f"{record.get('stopped', '')}"
     )
 
@@ -76,7 +77,7 @@ def describe_ranker(ranker: AstecRanker) -> str:
     return (
         f"{ranker.shortlister_.labels.kind} index of {len(ranker.shortlister_.labels.ids):,} "
         f"labels, beta {ranker.beta_:.2f}, "
-        f"{len(record.get('history', []))} epochs (best {record.get('best_epoch')})"
+        f"{counted(len(record.get('history', [])), 'epoch')} (best {record.get('best_epoch')})"
     )
 
 

@@ -68,13 +68,13 @@ def family_graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str
 def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
     """:func:`train_graph` in this process; returns the output objects (``model``: the
     ``XmcModel``, ``evaluation``: its test ``Metrics``, ``train``/``test``: the featurized
-    splits, ...)."""
+    splits, ...) and ``stages``: the run's :class:`~xmc_core.stages.graph.StageTally`."""
     check_corpus(corpus, cfg)
     start = time.perf_counter()
     run = InProcessRunner(str(cfg.work_dir))
     handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
     log.debug("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
-    return values_of(run, handles)
+    return {**values_of(run, handles), "stages": run.tally}
 
 
 def train_matrices_in_process(files: MatrixFiles, cfg: XmcConfig) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def train_matrices_in_process(files: MatrixFiles, cfg: XmcConfig) -> dict[str, A
     run = InProcessRunner(str(cfg.work_dir))
     handles = family_graph(run, matrix_graph(run, files, cfg), cfg)
     log.info("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
-    return values_of(run, handles)
+    return {**values_of(run, handles), "stages": run.tally}
 
 
 def featurize_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from xmc_core.intake.landing import (
 )
 from xmc_core.intake.merge import current_corpus, merge_into_store, set_current_corpus
 from xmc_core.storage.atomic import write_json
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,12 @@ def take_in(
             merged = base
         if merged is not None:
             _commit(folders, merged, staged, batch, result)
-            log.info("training corpus is now %s (%d drops, mode %s)", merged, len(staged), mode)
+            log.info(
+                "training corpus is now %s (%s, mode %s)",
+                merged,
+                counted(len(staged), "drop"),
+                mode,
+            )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     current = current_corpus(folders.store) or base_dataset

@@ -14,7 +14,8 @@ on_unlabeled}``); without ``format`` it is detected from the file names.
 Policies of the landing folder:
 
 * Entries whose name starts with ``.`` or ``_`` or ends with ``.tmp``/``.partial`` are ignored
-  (in progress): copy a drop in under such a name, then rename it, and it is taken in whole.
+  (in progress, :data:`IGNORED_NAMES`): copy a drop in under such a name, then rename it, and
+  it is taken in whole.
 * A plain file directly in the landing folder is not a drop: it is quarantined, with a reason
   telling to put the split files in a sub-folder.
 * Refused (quarantined with the reason): an entry that is a symbolic link (never followed), a
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -66,8 +68,16 @@ SPEC_FILES = ("drop.yaml", "drop.yml", "drop.json")
 SPEC_KEYS = ("format", "id_column", "text_column", "labels_column", "label_sep", "policies")
 MAX_SPEC_BYTES = 64 * 1024
 MAX_NAME_BYTES = 128
+HIDDEN_PREFIXES = (".", "_")
 IN_PROGRESS_SUFFIXES = (".tmp", ".partial")
+IGNORED_NAMES = (
+    f"names starting with {' or '.join(map(repr, HIDDEN_PREFIXES))} "
+    f"or ending in {' or '.join(map(repr, IN_PROGRESS_SUFFIXES))}"
+)
+"""The entries a scan leaves alone (drops being copied in), for people (README, REASON.txt)."""
 REASON_FILE = "REASON.txt"
+_POLICY_OPTION = re.compile(r"(ingest with )?--(on-empty|on-unlabeled) (\w+)")
+_COLUMN_OPTION = re.compile(r"--(text-column|labels-column|id-column|label-sep)")
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,7 @@ class Drop:
 
 def is_ignored(name: str) -> bool:
     """Hidden or in-progress names: ``.x``, ``_x``, ``x.tmp``, ``x.partial``."""
-    return name.startswith((".", "_")) or name.endswith(IN_PROGRESS_SUFFIXES)
+    return name.startswith(HIDDEN_PREFIXES) or name.endswith(IN_PROGRESS_SUFFIXES)
 
 
 def name_problem(name: str) -> str | None:
@@ -306,13 +316,27 @@ def ingest_drop(drop: Drop, dest: Path, policies_override: Policies | None = Non
     # not ".NAME.xxxxxxxx.tmp", which xmc_core.storage.atomic removes as a dead writer's temporary
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-in.", suffix=".tmp", dir=dest.parent))
     try:
-        manifest = ingest(drop.format, drop.path, staging / "raw", options)
+        try:
+            manifest = ingest(drop.format, drop.path, staging / "raw", options)
+        except InputError as err:
+            raise InputError(err.path, err.problem, drop_fix(err.fix), err.row) from None
         if not has_positional_ids(staging / "raw"):
             os.replace(staging / "raw", dest)
             return manifest
         return prefix_doc_ids(staging / "raw", dest, f"{manifest.fingerprint[:12]}:")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def drop_fix(fix: str) -> str:
+    """An importer's ``fix``, said for a drop: the ``xmc ingest`` options it names become the
+    drop's ``drop.yaml`` settings (``--on-unlabeled drop`` -> ``policies: {on_unlabeled:
+    drop}``, ``--text-column`` -> ``text_column``); a fix naming none is returned as it is."""
+    said = _POLICY_OPTION.sub(
+        lambda m: f"{'set ' if m[1] else ''}policies: {{{m[2].replace('-', '_')}: {m[3]}}}", fix
+    )
+    said = _COLUMN_OPTION.sub(lambda m: m[1].replace("-", "_"), said)
+    return fix if said == fix else f"{said} in the drop's drop.yaml"
 
 
 def has_positional_ids(corpus_dir: Path) -> bool:
@@ -341,9 +365,9 @@ def quarantine(entry: Path, quarantine_dir: Path, reason: str) -> Path:
         f"xmc refused this landing-folder entry.\n\nentry:    {entry.name!r}\n"
         f"from:     {entry}\nmoved to: {moved}\ntime:     {now}\n\nreason:\n{reason}\n\n"
         "what to do: fix the problem above, then copy the fixed drop back into the landing "
-        f"folder ({entry.parent}) as a sub-folder: copy it in under a name starting with '_' "
-        "or ending in '.tmp', then rename it. xmc never deletes this folder; remove it once "
-        "handled.\n",
+        f"folder ({entry.parent}) as a sub-folder: copy it in under one of the {IGNORED_NAMES} "
+        "(the landing folder ignores them), then rename it. xmc never deletes this folder; "
+        "remove it once handled.\n",
     )
     _move(entry, moved)
     return folder

@@ -92,7 +92,7 @@ def choose_leaf_cost(
     def scores(scale: float) -> np.ndarray:
         costs = {"Cp": cfg.Cp * scale, "Cn": cfg.Cn * scale}
         scaled = cfg.model_copy(update={**costs, "max_iter": min(cfg.max_iter, SEARCH_MAX_ITER)})
-        W = train_level(X, Y, C, fit_M, scaled, R, what="leaf cost search")
+        W = train_level(X, Y, C, fit_M, scaled, R, what="leaf cost search", report_idle=False)
         return _ranked_hits(n_docs, blocks, W, cfg.bias)
 
     tried = {1.0: scores(1.0)}

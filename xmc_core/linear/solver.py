@@ -107,6 +107,7 @@ def train_level(
     R: sp.csr_matrix | None = None,
     what: str = "rankers",
     mapper: BatchMapper | None = None,
+    report_idle: bool = True,
 ) -> sp.csc_matrix:
     """Train the rankers of every node of one level (a level taking longer than 30 s logs
     ``what: i/K nodes (pct), rate, time left`` at least every 30 s).
@@ -120,11 +121,12 @@ def train_level(
 
     ``mapper``: what trains the batches (:class:`~xmc_core.linear.level_batches.BatchMapper`);
     default the one set by :func:`~xmc_core.linear.level_batches.use_mapper`, else this
-    process. The result is the same whichever runs them.
+    process. The result is the same whichever runs them. ``report_idle``: log the nodes no
+    document reaches (False where ``M`` leaves parents out by design, as a sample does).
     """
     job = plan_level(X, Y, C, M, cfg, R)
     idle = int(np.count_nonzero(np.diff(job.level.M.indptr)[job.level.parent] == 0))
-    if idle:
+    if idle and report_idle:
         log.info(
             "%s: %s of %s nodes skipped (no weights): no training document reaches their parent",
             what, f"{idle:,}", f"{job.n_nodes:,}",

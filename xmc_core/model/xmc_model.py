@@ -26,8 +26,9 @@ from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
+from xmc_core.model.model_folder import write_records
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
-from xmc_core.storage.atomic import atomic_dir, write_json
+from xmc_core.storage.atomic import atomic_dir
 from xmc_core.storage.paths import require_model_folder
 
 if TYPE_CHECKING:
@@ -268,15 +269,13 @@ def save_model_folder(
     overwrite: bool = False,
     records: dict[str, Any] | None = None,
 ) -> None:
-    """A model folder, atomically: the model, ``config.yaml`` (the config it was trained with)
-    and ``metrics.json`` (``metrics``: ``{split: {name: value}}``; ``{}`` when none);
-    ``records``: more JSON files, file name -> content (e.g. ``training.json``)."""
+    """A model folder, atomically: the model and its records
+    (:func:`~xmc_core.model.model_folder.write_records`: ``config.yaml``, ``metrics.json``
+    from ``metrics``: ``{split: {name: value}}``, ``{}`` when none, and ``records``: more JSON
+    files, file name -> content, e.g. ``training.json``)."""
     with atomic_dir(Path(model_dir), overwrite=overwrite) as tmp:
         model.save(tmp)
-        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        write_json(tmp / "metrics.json", metrics)
-        for name, content in (records or {}).items():
-            write_json(tmp / name, content)
+        write_records(tmp, cfg, metrics, records)
 
 
 class ModelRanker:

@@ -30,6 +30,7 @@ from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.network import NeuralXc
 from xmc_core.progress import Clock, StepLog, duration
 from xmc_core.transformer.encoder import resolve_device
+from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 WHAT = "neural-xc"
@@ -71,9 +72,9 @@ class TrainRecord:
         if over_budget:
             return f"time budget of {duration(cfg.time_budget_s or 0)} reached"
         if epoch - self.best_epoch >= cfg.patience and self.best_p1 >= 0:
-            return f"early stop: no better val P@1 in {cfg.patience} epochs"
+            return f"early stop: no better val P@1 in {counted(cfg.patience, 'epoch')}"
         if epoch >= cfg.epochs:
-            return f"all {cfg.epochs} epochs"
+            return f"all {counted(cfg.epochs, 'epoch')}"
         return None
 
     def describe(self) -> str:
@@ -81,7 +82,9 @@ class TrainRecord:
         best = next((h for h in self.history if h["epoch"] == self.best_epoch), {})
         p1 = best.get("val_P@1")
         score = f", val P@1 {p1:.4f}" if p1 is not None else ""
-        return f"{len(self.history)} epochs (best {self.best_epoch}{score}), {self.stopped}"
+        return (
+            f"{counted(len(self.history), 'epoch')} (best {self.best_epoch}{score}), {self.stopped}"
+        )
 
 
 def train_network(
@@ -122,7 +125,9 @@ class EpochLoop:
         """Train to the end; returns the record and the best epoch's weights."""
         cfg, n = self.cfg, len(self.train_rows)
         steps = -(-n // cfg.batch_size)
-        progress = StepLog(log, WHAT, steps * cfg.epochs, clock=self.clock)
+        progress = StepLog(
+            log, WHAT, steps * cfg.epochs, clock=self.clock, budget_s=cfg.time_budget_s
+        )
         log.info(
             "%s: %s training docs, %s validation docs, %s input columns, %s labels, "
             "%s epochs at most on %s",

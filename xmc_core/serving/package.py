@@ -165,13 +165,14 @@ def register_version(
         return version
 
 
-_NOTICES = ("Successfully registered model ", "Created version ")
+_NOTICES = ("Successfully registered model ", "Registered model ", "Created version ")
 
 
 @contextlib.contextmanager
 def _without_registration_notices() -> Iterator[None]:
-    """MLflow prints ``Successfully registered model 'xmc'.`` and ``Created version '3' of
-    model 'xmc'.`` straight to stderr; they are dropped (the caller logs one line), anything
+    """MLflow prints ``Successfully registered model 'xmc'.`` (or ``Registered model 'xmc'
+    already exists. Creating a new version ...``) and ``Created version '3' of model 'xmc'.``
+    straight to stderr; they are dropped (the caller logs one line), anything
     else MLflow writes to stderr meanwhile (a warning) is passed on."""
     buffer = io.StringIO()
     with contextlib.redirect_stderr(buffer):

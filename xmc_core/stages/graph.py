@@ -118,6 +118,15 @@ def map_calls(
 
 
 @dataclass
+class StageTally:
+    """The stage calls of one run, and how many of them reused a finished artifact (an earlier
+    run's, its inputs unchanged) instead of computing it."""
+
+    calls: int = 0
+    reused: int = 0
+
+
+@dataclass
 class Held:
     """An in-process handle: the object and its cache key."""
 
@@ -132,9 +141,11 @@ class InProcessRunner:
 
     def __init__(self, work_dir: str) -> None:
         self.store = ArtifactStore(work_dir)
+        self.tally = StageTally()
 
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Held:
         key = stage.key(args, lambda _name, h: h.key)
+        self.tally.calls += 1
         loaded = {
             name: each(value, lambda h: h.value) if name in stage.artifacts else value
             for name, value in args.items()
@@ -146,6 +157,8 @@ class InProcessRunner:
             with self.store.produce(stage.name, key, log, name, reused) as tmp:
                 if tmp is not None:
                     stage.fn(**loaded, out=tmp)
+                else:
+                    self.tally.reused += 1
             value = stage.output.load(self.store.path(stage.name, key))
         else:
             value = stage.fn(**loaded)

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from xmc_core.storage.atomic import atomic_dir
@@ -37,11 +37,10 @@ class ArtifactStore:
         """A folder is complete once it exists: it is renamed into place only when done."""
         return self.path(stage, key).is_dir()
 
-    @contextmanager
     def produce(
         self, stage: str, key: str, logger: logging.Logger | logging.LoggerAdapter,
         name: str | None = None, reused: str = "reusing finished artifact",
-    ) -> Iterator[Path | None]:  # fmt: skip
+    ) -> AbstractContextManager[Path | None]:  # fmt: skip
         """Yield a temporary folder to write the artifact into, or None if it is complete.
 
         The folder is renamed into place only when the block finishes without error. A run
@@ -50,8 +49,14 @@ class ArtifactStore:
         ``name`` (default: the stage); a complete folder is logged as ``name: <reused> <path>``.
         A full disk met in the block (an OSError that names no file) names the folder.
         """
-        out = self.path(stage, key)
-        name = name or stage
+        return self.produce_at(self.path(stage, key), logger, name or stage, reused)
+
+    @contextmanager
+    def produce_at(
+        self, out: Path, logger: logging.Logger | logging.LoggerAdapter, name: str, reused: str
+    ) -> Iterator[Path | None]:
+        """:meth:`produce` for a content-addressed folder ``out`` of this ``work_dir`` outside
+        the stage artifacts (a published model folder)."""
         if out.is_dir():
             logger.info("%s: %s %s", name, reused, out)
             yield None

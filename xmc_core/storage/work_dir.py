@@ -5,6 +5,8 @@
     <work_dir>/artifacts/<stage>/<key>/   one finished stage output (content-addressed; also
                                           Prefect's result storage: its cache records live
                                           inside the artifact folders they point at)
+    <work_dir>/models/<key>/              a trained model as the flows hand it out (the model
+                                          stage's artifact, its config, metrics and dataset)
     <work_dir>/datasets/                  dataset folders made by the flows (synthetic corpus)
     <work_dir>/corpora/                   the retrain flow's training corpora (merged intake)
     <work_dir>/landing, quarantine, landing-archive
@@ -40,6 +42,11 @@ class WorkDir:
     def artifact(self, stage: str, key: str) -> Path:
         """Where the output of ``stage`` with cache key ``key`` lives."""
         return self.artifacts / stage / key
+
+    def model(self, key: str) -> Path:
+        """A model folder the flows publish: the model stage's artifact with its records
+        (``xmc_core.model.model_folder``), content-addressed."""
+        return self.root / "models" / key
 
     @property
     def datasets(self) -> Path:

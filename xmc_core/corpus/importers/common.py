@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from xmc_core.corpus.values import brief
 from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
 from xmc_core.storage.paths import file_kind
+from xmc_core.wording import counted
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 """(row or line number from 1, record) pairs, as the tabular readers yield them."""
@@ -22,6 +25,10 @@ OPTION_OF = {"text": "--text-column", "labels": "--labels-column", "doc_id": "--
 """The ``xmc ingest`` option naming the column of each role (for error messages)."""
 
 _LISTED_FILES = 20
+LIKELY_SEPARATORS = ("|", ";")
+"""Characters that join labels in files made elsewhere (checked when they are not the
+separator)."""
+log = logging.getLogger(__name__)
 
 
 def require_file(path: Path, fmt: str) -> Path:
@@ -54,6 +61,37 @@ def optional_file(path: Path, fmt: str) -> Path | None:
         f"replace {path.name} by a regular file holding its data (copy the data in, not a pipe, "
         "device or link to it)",
     )
+
+
+class SeparatorCheck:
+    """Watches the label strings of one file for labels joined by another separator than
+    ``sep`` (``a|b`` under the default ``,`` is one label named ``a|b``); :meth:`warn` logs
+    it when at least half of them look so."""
+
+    def __init__(self, path: Path, sep: str) -> None:
+        self.path, self.sep = path, sep
+        self.n_values = 0
+        self.holding: Counter[str] = Counter()
+
+    def see(self, value: str) -> None:
+        """Count one label string as the importer reads it."""
+        if not value.strip():
+            return
+        self.n_values += 1
+        if self.sep not in value:
+            self.holding.update(c for c in LIKELY_SEPARATORS if c != self.sep and c in value)
+
+    def warn(self) -> None:
+        """Log a warning naming the file and the separator option, if the labels look joined."""
+        for char, n in self.holding.most_common(1):
+            if 2 * n >= self.n_values:
+                log.warning(
+                    "%s: %r but no %r (the label separator) in %s of %s, each taken as one "
+                    "label; if %r separates labels, ingest with --label-sep %r (a landing "
+                    "drop: label_sep in its drop.yaml)",
+                    self.path, char, self.sep, f"{n:,}", counted(self.n_values, "label value"),
+                    char, char,
+                )  # fmt: skip
 
 
 def split_labels(value: str, sep: str) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xmc_core.corpus.importers.common import (
+    SeparatorCheck,
     manifest_of,
     optional_file,
     read_label_map,
@@ -90,10 +91,13 @@ def import_lines(src: Path, dest: Path, options: IngestOptions) -> Manifest:
 def _write_split(ds: DatasetWriter, split: str, files: SplitFiles, options: IngestOptions) -> None:
     writer = ds.split(split)
     keep_unlabeled = options.policies.on_unlabeled == "keep"
+    separators = SeparatorCheck(files.labels, options.label_sep)
     for lineno, cols in iter_parallel(files.all()):
         text = cols[0]
+        separators.see(cols[1])
         labels = split_labels(cols[1], options.label_sep)
         doc_id = cols[2].split("\t", 1)[0].strip() if files.ids else f"{split}-{lineno:08d}"
         writer.add(doc_id, text, labels, files.blame(text, labels, keep_unlabeled), lineno)
     stats = ds.close_split(split, files.texts)
     stats.files = [p.name for p in files.all()]
+    separators.warn()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from xmc_core.corpus.importers.common import (
     OPTION_OF,
     Records,
+    SeparatorCheck,
     manifest_of,
     optional_file,
     require_file,
@@ -155,13 +156,16 @@ class Columns:
 
     @classmethod
     def pick(cls, path: Path, found: list[str], options: IngestOptions) -> Columns:
-        """Check that the text and labels columns exist in ``found``."""
+        """Check that the text and labels columns exist in ``found`` (none: an empty file)."""
+        if not found:
+            raise InputError(
+                path, "the file is empty: it holds no documents", empty_split_fix(options)
+            )
         for role, name in (("text", options.text_column), ("labels", options.labels_column)):
             if name not in found:
                 raise InputError(
                     path,
-                    f"no {role} column {name!r}; columns found: "
-                    f"{brief(found, 300) if found else 'none (empty file)'}",
+                    f"no {role} column {name!r}; columns found: {brief(found, 300)}",
                     f"rename the column or set {OPTION_OF[role]} to the column holding the {role}",
                 )
         has_id = options.id_column is not None and options.id_column in found
@@ -180,6 +184,14 @@ class Columns:
                 row,
             )
         return record[name]
+
+
+def empty_split_fix(options: IngestOptions) -> str:
+    """What to do about a split file without documents."""
+    return (
+        "write the split's documents into it, one record each with the fields "
+        f"{options.text_column!r} and {options.labels_column!r}"
+    )
 
 
 def _as_text(value: Any, path: Path, row: int) -> str:
@@ -263,13 +275,18 @@ def _write_split(
     found, records = reader(path, options)
     cols = Columns.pick(path, found, options)
     writer = ds.split(split)
+    separators = SeparatorCheck(path, options.label_sep)
     for index, (row, record) in enumerate(records, 1):
         raw_id = cols.get(path, row, record, "doc_id") if cols.doc_id else None
         doc_id = _as_doc_id(raw_id, path, row) if cols.doc_id else f"{split}-{index:08d}"
         text = _as_text(cols.get(path, row, record, "text"), path, row)
-        labels = _as_labels(cols.get(path, row, record, "labels"), options.label_sep, path, row)
+        raw_labels = cols.get(path, row, record, "labels")
+        if isinstance(raw_labels, str):
+            separators.see(raw_labels)
+        labels = _as_labels(raw_labels, options.label_sep, path, row)
         writer.add(doc_id, text, labels, path, row)
     ds.close_split(split, path.name)
+    separators.warn()
 
 
 def read_label_texts(src: Path) -> tuple[dict[str, str | None] | None, Path | None]:

@@ -24,6 +24,7 @@ from xmc_core.serving.registry.store import (
     RegistryStore,
     sqlite_path,
 )
+from xmc_core.wording import counted
 
 if TYPE_CHECKING:
     from mlflow.entities.model_registry import ModelVersion
@@ -131,7 +132,8 @@ def format_listing(listing: RegistryListing) -> str:
     target = f"{listing.model_name}@{listing.alias}"
     if listing.message:
         return listing.message
-    head = f"{listing.model_name}: {len(listing.versions)} versions ({listing.tracking_uri})"
+    versions = counted(len(listing.versions), "version")
+    head = f"{listing.model_name}: {versions} ({listing.tracking_uri})"
     held = f"version {listing.holder}" if listing.holder else "nobody"
     rows = [["version", "created", "run", "family", "decision", "figure", "vs champion", "reason"]]
     rows += [_row(v, listing.alias) for v in listing.versions]
