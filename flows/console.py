@@ -129,3 +129,14 @@ def quiet_terminal(verbose: bool = False) -> None:
                 handler.addFilter(quiet)
     for name in ("distributed", "mlflow"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def mute_terminal() -> None:
+    """No more log records in the terminal (a stopped run's clean-up: the command line prints
+    one line); the Prefect API still receives them."""
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", []):
+            if isinstance(handler, logging.StreamHandler) and not isinstance(
+                handler, logging.FileHandler
+            ):
+                handler.setLevel(logging.CRITICAL + 1)

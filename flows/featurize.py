@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow
 
 from flows.console import add_verbose_flag, quiet_terminal
-from flows.runtime import checked_config, configured, prefect_api
+from flows.runtime import checked_config, configured, flow_command
 from flows.stage_runner import PrefectRunner
 from xmc_core.app.entry import run_command
 from xmc_core.config import XmcConfig
@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
     quiet_terminal(args.verbose)
-    checked_config(args.config, args.overrides)
+    cfg = checked_config(args.config, args.overrides)
     read_manifest(Path(args.dataset))  # a dataset folder, before Prefect starts
-    with prefect_api():
+    with flow_command(featurize.name, cfg.work_dir, args.verbose):
         result = featurize(args.dataset, args.config, args.overrides)
     for name, path in result.items():
         print(f"{name:>15}: {path}")

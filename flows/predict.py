@@ -21,7 +21,7 @@ from pathlib import Path
 from prefect import flow, unmapped
 
 from flows.console import add_verbose_flag, quiet_terminal
-from flows.runtime import checked_config, configured, prefect_api
+from flows.runtime import checked_config, configured, flow_command
 from tasks.predict import (
     assemble_predictions,
     plan_chunks,
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> str:
     cfg = checked_config(args.config, args.overrides)
     _check_inputs(args.model, args.source, args.output, args.split or cfg.eval.split)
     start = time.perf_counter()
-    with prefect_api():
+    with flow_command(predict.name, cfg.work_dir, args.verbose):
         result = predict(
             args.model, args.source, args.output, args.split, args.config, args.overrides,
             args.topk, args.beam_size,

@@ -1,22 +1,30 @@
-"""How a flow runs: its Dask task runner and where Prefect keeps results, from the config."""
+"""How a flow runs: its Dask task runner and where Prefect keeps results, from the config; its
+command line, whose first Ctrl-C stops the run cleanly (:mod:`xmc_core.interrupt`)."""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
+import psutil
+from distributed import LocalCluster
 from prefect import Flow
+from prefect.context import FlowRunContext, TaskRunContext
 from prefect.settings import get_current_settings
 from prefect_dask import DaskTaskRunner
 
-from flows.console import add_verbose_flag, quiet_terminal
+from flows.console import add_verbose_flag, mute_terminal, quiet_terminal
 from tasks.cache_records import record_storage
 from xmc_core.config import DaskConfig, XmcConfig
+from xmc_core.interrupt import on_ctrl_c, shielded_children
 
 
 def dask_runner(cfg: DaskConfig) -> DaskTaskRunner:
@@ -25,13 +33,38 @@ def dask_runner(cfg: DaskConfig) -> DaskTaskRunner:
     if cfg.address:
         return DaskTaskRunner(address=cfg.address)
     return DaskTaskRunner(
+        cluster_class=local_cluster,
         cluster_kwargs={
             "n_workers": cfg.n_workers,
             "threads_per_worker": cfg.threads_per_worker,
             "dashboard_address": None,
             "scheduler_kwargs": {"dashboard_address": ":0"},
-        }
+        },
     )
+
+
+def local_cluster(**kwargs: Any) -> LocalCluster:
+    """A local Dask cluster whose worker processes (and the thread that restarts them) leave
+    the terminal's Ctrl-C to this process, which closes the cluster: they start with SIGINT
+    blocked, then take it by going quiet (:func:`dask_setup`); they exit as soon as the
+    cluster closes (:func:`dask_teardown`)."""
+    with shielded_children():
+        return LocalCluster(preload=[__name__], **kwargs)
+
+
+def dask_setup(worker: object) -> None:
+    """Preload hook of :func:`local_cluster`'s workers, run as one starts: a Ctrl-C (the
+    terminal signals the whole process group) mutes its terminal output, the cancelled tasks
+    of the closing cluster included; the flow's process stops the run."""
+    signal.signal(signal.SIGINT, lambda _signum, _frame: mute_terminal())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def dask_teardown(worker: object) -> None:
+    """Preload hook of :func:`local_cluster`'s workers, run as one closes: its process ends
+    next, so its objects are left to the OS, not to a last garbage collection (seconds for a
+    process that imported Prefect and the stages: Dask's nanny waited, then killed it)."""
+    gc.freeze()
 
 
 def configured(flow: Flow[Any, Any], cfg: XmcConfig, use_dask: bool = True) -> Flow[Any, Any]:
@@ -78,13 +111,49 @@ def config_flow_main(
     if check is not None:
         check(cfg)
     start = time.perf_counter()
-    with prefect_api():
+    with flow_command(flow.name, cfg.work_dir, args.verbose):
         result = flow(args.config, args.overrides)
     if isinstance(result, dict) and result.get("summary"):
         print(result["summary"])
     else:
         print(f"{flow.name} flow finished in {time.perf_counter() - start:.1f} s")
     return result
+
+
+@contextmanager
+def flow_command(flow_name: str, work_dir: Path, verbose: bool = False) -> Iterator[str]:
+    """Where a flow's command line runs its flow: against :func:`prefect_api`, and stopped
+    cleanly by the first Ctrl-C (:mod:`xmc_core.interrupt`): Prefect marks the run Crashed,
+    the Dask cluster and the temporary server close, the terminal gets one line
+    (:func:`interrupted_text`; ``verbose``: the libraries' logs too), exit status 130. A second
+    Ctrl-C kills what is left (:func:`kill_children`) and exits at once."""
+    stopped = lambda: interrupted_text(flow_name, work_dir)  # noqa: E731
+    quiet = None if verbose else mute_terminal
+    with on_ctrl_c(stopped, quiet, kill_children), prefect_api() as url:
+        yield url
+
+
+def interrupted_text(flow_name: str, work_dir: Path) -> str:
+    """What a Ctrl-C stopped (the task running in this process, the flow run, which Prefect
+    marks Crashed) and how to resume."""
+    flow_run, task_run = FlowRunContext.get(), TaskRunContext.get()
+    text = f"{flow_name} flow stopped"
+    if task_run is not None:
+        text += f" at {task_run.task_run.name}"
+    if flow_run is not None and flow_run.flow_run is not None:
+        text += f" (flow run '{flow_run.flow_run.name}', marked Crashed)"
+    return (
+        f"{text}; rerun the same command to resume: finished tasks are cached in "
+        f"{Path(work_dir).resolve() / 'artifacts'}"
+    )
+
+
+def kill_children() -> None:
+    """Kill every process this one started (a second Ctrl-C: the Dask workers, the temporary
+    Prefect server), which took no Ctrl-C of their own."""
+    for child in psutil.Process().children(recursive=True):
+        with suppress(psutil.Error):
+            child.kill()
 
 
 @contextmanager
@@ -107,9 +176,10 @@ def prefect_api() -> Iterator[str]:
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()
-    server.start()
-    os.environ["PREFECT_API_URL"] = server.api_url
     try:
+        with shielded_children():  # the flow's process stops the server
+            server.start()
+        os.environ["PREFECT_API_URL"] = server.api_url
         yield server.api_url
     finally:
         _drain_prefect_services()

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from pathlib import Path
 
 import yaml
 
-from tests.cli_helpers import write_lines, xmc
+from tests.cli_helpers import press_ctrl_c, write_lines, xmc
+
+LABEL_FEATURES_DONE = re.compile(r"^label-features: ", re.M).search
+STAGE_LINE = re.compile(r"[\w-]+: ")
+"""A stage's line, which may race the Ctrl-C (the only other line allowed after it)."""
 
 
 def test_ingest_then_info(tmp_path: Path) -> None:
@@ -53,6 +60,7 @@ def test_synth_and_dump_config(tmp_path: Path) -> None:
 def test_train_predict_evaluate(tmp_path: Path) -> None:
     assert xmc("synth", str(tmp_path / "ds"), "--scale", "0.1").returncode == 0
     model = tmp_path / "model"
+    train_stopped_by_ctrl_c(tmp_path, model)
     out = xmc("train", str(tmp_path / "ds"), str(model), "--set", "tree.max_leaf_size=20")
     assert out.returncode == 0, out.stderr
     summary = out.stdout.splitlines()
@@ -84,3 +92,20 @@ def test_model_commands_fail_clearly(tmp_path: Path) -> None:
     out = xmc("evaluate", str(tmp_path / "missing-model"), str(tmp_path))
     assert out.returncode == 2 and "no model at" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def train_stopped_by_ctrl_c(tmp_path: Path, model: Path) -> None:
+    """``xmc train`` stopped by Ctrl-C once its features are built: within seconds, exit status
+    130, one line saying where it stopped, no traceback, no model folder (the rerun that
+    follows writes it)."""
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", "train", str(tmp_path / "ds"), str(model)]
+    cmd += ["--set", f"work_dir={tmp_path / 'work'}"]
+    stopped = press_ctrl_c(cmd, dict(os.environ), tmp_path / "stopped.log", LABEL_FEATURES_DONE)
+    assert stopped.returncode == 130, stopped.after
+    *raced, line = stopped.after.splitlines()
+    assert re.fullmatch(
+        r"interrupted: xmc train stopped( at [\w-]+)?; rerun the same command to train again "
+        rf"\(stages with checkpoints resume from {re.escape(str(tmp_path / 'work'))}/artifacts\)",
+        line,
+    ), stopped.after
+    assert all(STAGE_LINE.match(x) for x in raced) and not model.exists(), stopped.after

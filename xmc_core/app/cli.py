@@ -42,6 +42,7 @@ from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.interrupt import on_ctrl_c, running_stage
 from xmc_core.wording import counted
 
 _S = argparse.SUPPRESS
@@ -245,7 +246,8 @@ def _model_command(args: argparse.Namespace) -> None:
         _matrix_command(args)
     elif args.command == "train":
         cfg = XmcConfig.load(args.config, args.overrides)
-        commands.train(args.dataset, args.model, cfg, **_given(args, "overwrite"))
+        with on_ctrl_c(lambda: _train_stopped(cfg)):
+            commands.train(args.dataset, args.model, cfg, **_given(args, "overwrite"))
     elif args.command == "evaluate":
         cfg = XmcConfig.load(args.config, args.overrides)
         split = cfg.eval.split if args.split is None else args.split
@@ -254,6 +256,15 @@ def _model_command(args: argparse.Namespace) -> None:
         split = _DEFAULTS.eval.split if args.split is None else args.split
         n = commands.predict(args.model, args.source, args.output, split, args.beam_size, args.topk)
         _wrote(n, args.output)
+
+
+def _train_stopped(cfg: XmcConfig) -> str:
+    """What a Ctrl-C of ``xmc train`` stopped (the stage running) and what a rerun does."""
+    stage = running_stage()
+    return (
+        f"xmc train stopped{f' at {stage}' if stage else ''}; rerun the same command to train "
+        f"again (stages with checkpoints resume from {Path(cfg.work_dir).resolve() / 'artifacts'})"
+    )
 
 
 def _wrote(n: int, output: Path) -> None:
@@ -274,7 +285,8 @@ def _matrix_command(args: argparse.Namespace) -> None:
     if args.command == "train":
         names = ("x_test", "y_test", "label_names")
         files = MatrixFiles(args.x, args.y, **{n: getattr(args, n) for n in names})
-        matrix_commands.train(files, args.model, cfg, **_given(args, "overwrite"))
+        with on_ctrl_c(lambda: _train_stopped(cfg)):
+            matrix_commands.train(files, args.model, cfg, **_given(args, "overwrite"))
     elif args.command == "predict":
         _wrote(
             matrix_commands.predict(args.model, args.x, args.output, args.beam_size, args.topk),

@@ -2,13 +2,15 @@
 
 Expected failures (bad input, a full disk, a file this user may not read, a read-only folder, an
 invalid configuration) become ``error: <what> (<path>)`` and ``  fix: <what to do>`` on stderr and
-exit status 2, with no traceback. Any other exception is a bug and keeps its traceback.
+exit status 2, with no traceback; a Ctrl-C becomes one ``interrupted: ...`` line and exit status
+130 (:mod:`xmc_core.interrupt`). Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from pydantic import ValidationError
 
 from xmc_core.config_errors import plain_error
 from xmc_core.errors import XmcError
+from xmc_core.interrupt import EXIT_INTERRUPTED, interrupted_line
 from xmc_core.storage.folder_swap import FolderExists
 
 EXIT_ERROR = 2
@@ -88,12 +91,17 @@ def error_text(err: BaseException, writing: Path | None = None) -> str | None:
 
 
 def run_command(command: Callable[[], object], writing: Path | str | None = None) -> int:
-    """Run ``command``; return 0, or print the error of an expected failure and return 2.
+    """Run ``command``; return 0, or print the error of an expected failure and return 2, or
+    the line of a Ctrl-C and return 130.
 
     Exceptions that are not expected failures propagate with their traceback (they are bugs).
     """
     try:
         command()
+    except KeyboardInterrupt as err:
+        print(interrupted_line(err), file=sys.stderr)
+        gc.freeze()  # the process ends now: leave its objects to the OS, not to a last collection
+        return EXIT_INTERRUPTED
     except Exception as err:  # sorted into expected failures and bugs below
         text = error_text(err, Path(writing) if writing else None)
         if text is None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xmc_core.interrupt import stage_running
 from xmc_core.stages.keys import key_part, stage_code
 from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage.fingerprint import combine, path_fingerprint
@@ -144,6 +145,10 @@ class InProcessRunner:
         self.tally = StageTally()
 
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Held:
+        with stage_running(label or stage.name):  # a Ctrl-C meanwhile names it
+            return self._call(stage, label=label, **args)
+
+    def _call(self, stage: Stage, *, label: str | None = None, **args: Any) -> Held:
         key = stage.key(args, lambda _name, h: h.key)
         self.tally.calls += 1
         loaded = {

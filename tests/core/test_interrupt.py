@@ -1,0 +1,51 @@
+"""Ctrl-C of a command (``xmc_core.interrupt``), with real SIGINTs to a process group: the
+helper processes it started take none, the first stops it cleanly with one line and exit
+status 130, a second during a clean-up that hangs exits at once and kills what is left."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from tests.cli_helpers import press_ctrl_c
+
+COMMAND = """
+import subprocess, sys, time
+from xmc_core.app.entry import run_command
+from xmc_core.interrupt import on_ctrl_c, shielded_children
+
+def command():
+    with shielded_children():
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with on_ctrl_c(lambda: "demo stopped at step 2", last=helper.kill):
+        try:
+            print("working", flush=True)
+            time.sleep(60)
+        finally:
+            print("cleaning up, helper", "running" if helper.poll() is None else "gone")
+            if sys.argv[1] == "hang":
+                time.sleep(60)
+            helper.terminate()
+            helper.wait()
+
+sys.exit(run_command(command))
+"""
+
+
+def test_first_ctrl_c_stops_cleanly_with_one_line(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-c", COMMAND, "clean"]
+    stopped = press_ctrl_c(cmd, dict(os.environ), tmp_path / "log", lambda out: "working" in out)
+    assert stopped.returncode == 130
+    # the helper took no Ctrl-C: the command stopped it in its clean-up
+    assert stopped.after == "cleaning up, helper running\ninterrupted: demo stopped at step 2\n"
+
+
+def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-c", COMMAND, "hang"]
+    stopped = press_ctrl_c(
+        cmd, dict(os.environ), tmp_path / "log",
+        lambda out: "working" in out, again=lambda out: "cleaning up" in out,
+    )  # fmt: skip
+    assert stopped.returncode == 130  # not 60 s later; the helper is gone (press_ctrl_c)
+    assert stopped.after == "cleaning up, helper running\ninterrupted: demo stopped at step 2\n"
