@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from xmc_core.corpus.lineage import grown, lineage_of
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
 from xmc_core.errors import InputError
@@ -112,7 +113,8 @@ def take_in(
     try:
         staged = _stage_drops(folders, policies, staging, result)
         base = _base(folders, mode, base_dataset, batch)
-        merged, staged = _merge_drops(folders, base, staged, rows_per_group, result)
+        before = _base(folders, "merge", base_dataset, batch)  # what the new corpus follows
+        merged, staged = _merge_drops(folders, base, before, staged, rows_per_group, result)
         if merged is None and batch is not None:
             merged = base
         if merged is not None:
@@ -170,16 +172,22 @@ def _base(
 def _merge_drops(
     folders: IntakeFolders,
     base: Path | None,
+    before: Path | None,
     staged: list[tuple[Drop, Path]],
     rows_per_group: int,
     result: IntakeResult,
 ) -> tuple[Path | None, list[tuple[Drop, Path]]]:
     """Merge ``staged`` into ``base`` in the store; a drop the merge refuses (another kind of
-    corpus, ...) is quarantined and the merge redone without it. Returns (corpus, drops in it)."""
+    corpus, ...) is quarantined and the merge redone without it. Returns (corpus, drops in it).
+
+    The new corpus continues the lineage of ``before`` (the corpus it follows, in both modes;
+    ``xmc_core.corpus.lineage``), or starts one named after its first drop."""
     staged = list(staged)
     while staged:
+        lineage = staged[0][0].name if before is None else grown(lineage_of(before), len(staged))
         try:
-            merged = merge_into_store(folders.store, base, [d for _, d in staged], rows_per_group)
+            drops = [d for _, d in staged]
+            merged = merge_into_store(folders.store, base, drops, rows_per_group, lineage)
             return merged, staged
         except InputError as err:
             culprit = _culprit(staged, err)
