@@ -295,7 +295,9 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
         )  # fmt: skip
         return
     from xmc_core.serving.registry import promotion as registry
+    from xmc_core.serving.registry.lineage import for_command
 
+    cfg = for_command(cfg)  # the model a training run with this config registers under
     if args.command == "promote":
         print(registry.format_decision(registry.promote_version(cfg, args.version)))
     else:

@@ -6,7 +6,7 @@ test figures (once), where the model is, and what the registry did with it.
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
       model     data/artifacts/model/c8cc6c66...  (xmc predict data/artif... docs.txt out.jsonl)
       mlflow    run c52126dd...  http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
-      registry  version 1 promoted to xmc@champion (no champion before)
+      registry  version 1 promoted to xmc-synthetic@champion (no champion before)
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def flow_summary(
 ) -> RunSummary:
     """The summary of a ``train`` flow run from what it returns: ``corpus``, ``evaluation``
     (folder of the test ``metrics.json``), ``model``, and when tracked ``mlflow_run``,
-    ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to xmc@champion ...``)."""
+    ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to xmc-reuters@champion ...``),
+    ``promotion_fix`` (a refusal's: its own row)."""
     corpus = Corpus(outputs["corpus"])
     mlflow = ""
     if outputs.get("mlflow_run"):
@@ -77,6 +78,7 @@ def flow_summary(
         if outputs.get("mlflow_url"):
             mlflow += f"  {outputs['mlflow_url']}"
     registry = outputs.get("promotion_reason", "")
+    extra = {"fix": outputs["promotion_fix"]} if outputs.get("promotion_fix") else {}
     members = [
         read_json(Path(folder) / METRICS_FILE)
         for folder in json.loads(outputs.get("member_evaluations") or "[]")
@@ -90,7 +92,7 @@ def flow_summary(
         data=corpus_line(corpus.manifest),
         mlflow=mlflow,
         registry=registry,
-        extra={"members": members_line(members)} if members else {},
+        extra={**extra, "members": members_line(members)} if members else extra,
     )
 
 

@@ -7,7 +7,8 @@ One call does what a scheduled retraining run needs before it trains:
    to the quarantine folder with a ``REASON.txt``;
 2. the valid drops are ingested into a staging folder, then merged, in arrival order, into the
    current training corpus (``merge``) or into an empty one (``replace``); the result is a
-   content-addressed folder of the corpus store, which becomes ``current.json``;
+   content-addressed folder of the corpus store, which becomes ``current.json``, of the lineage
+   of the corpus it follows (``xmc_core.corpus.lineage``; the first: named after its first drop);
 3. the ingested drops are moved to the archive folder. Nothing is ever deleted.
 
 Any error of one drop, expected or not (a symbolic-link loop, an importer bug, a drop of another
