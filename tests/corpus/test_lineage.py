@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.corpus.test_intake import A_TEST, A_TRAIN, B_TEST, B_TRAIN, folders, lines_drop
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.lineage import describe, lineage_name, lineage_of
@@ -14,6 +16,7 @@ from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Lineage, Policies
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.errors import InputError
 from xmc_core.intake.drops import take_in
 from xmc_core.intake.merge import merge_corpora
 
@@ -87,3 +90,10 @@ def test_a_manifest_without_lineage_gets_one_derived(tmp_path: Path) -> None:
     base.rename(tmp_path / "moved")  # the base it names is gone: it starts its own
     merged = Corpus(tmp_path / "3f2a9c1b0d4e5f6a")
     assert lineage_of(merged.path) == Lineage(name="3f2a9c1b0d4e5f6a", root=merged.fingerprint)
+    manifest = json.loads((drop / "manifest.json").read_text())
+    (drop / "manifest.json").write_text(
+        json.dumps({**manifest, "lineage": None, "fingerprint": "x"})
+    )
+    with pytest.raises(InputError, match="no lineage can be derived") as err:
+        lineage_of(drop)  # a manifest xmc did not write
+    assert Path(err.value.path).name == "manifest.json" and err.value.fix

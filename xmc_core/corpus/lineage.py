@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from xmc_core.corpus.reader import read_manifest
 from xmc_core.corpus.schema import Lineage, Manifest
 from xmc_core.errors import InputError
@@ -64,7 +66,12 @@ def lineage_of(folder: str | Path) -> Lineage:
         path, manifest = base
         if manifest.lineage is not None:
             return grown(manifest.lineage, drops)
-    return grown(started_at(_own_name(path, manifest), manifest.fingerprint), drops)
+    try:
+        return grown(started_at(_own_name(path, manifest), manifest.fingerprint), drops)
+    except ValidationError as err:  # a fingerprint that is no hex digest: not written by xmc
+        raise InputError(
+            path / "manifest.json", f"no lineage can be derived ({err})", "re-ingest the dataset"
+        ) from err
 
 
 def one_lineage(a: Lineage, b: Lineage) -> bool:
