@@ -4,9 +4,9 @@ file ``doc_id: string, labels: list<string>, scores: list<float32>`` (best first
     python -m flows.predict MODEL SOURCE OUTPUT.parquet [--split SPLIT] [--topk K]
         [--beam-size B] [--config cfg.yaml] [--set key=value ...]
 
-``MODEL`` is a model folder or an MLflow URI (``models:/xmc@champion``); ``SOURCE`` a dataset
-folder (one task per partition of ``--split``, by default the config's ``eval.split``) or a text
-file, one document a line (ids ``line-N``, one task per ``data.rows_per_group`` lines). Every
+``MODEL`` is a model folder or an MLflow URI (``models:/xmc-synthetic@champion``); ``SOURCE`` a
+dataset folder (one task per partition of ``--split``, by default the config's ``eval.split``) or
+a text file, one document a line (ids ``line-N``, one task per ``data.rows_per_group`` lines). Every
 part is cached on the model's and the input's content, so a rerun, or a run after more lines
 were appended, recomputes only what changed.
 """

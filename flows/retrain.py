@@ -12,11 +12,14 @@ Deployed with a cron schedule by ``prefect.yaml`` (deployment ``retrain/retrain`
 2. trains when the current corpus differs from the last one trained (so a run that failed after
    the intake is finished by the next run), through the ``train-pipeline`` subflow, whose
    cached stages are reused where their inputs did not change: featurization, model,
-   evaluation, MLflow tracking, registration and the gated promotion of the new version.
+   evaluation, MLflow tracking, registration and the gated promotion of the new version. The
+   corpus keeps the lineage of the one it follows (``xmc_core.corpus.lineage``), so its model
+   keeps that lineage's name (``registry.model_name``'s ``{dataset}``) and champion.
 
 Every run ends Completed with a message saying what happened (``P@1 79.33% — version 3 promoted
-to xmc@champion; ...``, ``nothing to do: corpus <fingerprint> already trained``) and is tagged
-``promoted``, ``kept-champion``, ``not-promoted``, ``not-registered`` or ``nothing-to-do``.
+to xmc-reuters@champion; ...``, ``nothing to do: corpus <fingerprint> already trained``) and is
+tagged ``promoted``, ``kept-champion``, ``other-lineage``, ``not-promoted``, ``not-registered``
+or ``nothing-to-do``.
 A run that refused a drop ends in the state ``CompletedWithQuarantine`` (a Completed state: the
 good drops were taken in and trained; its message names the refused drops, it is tagged
 ``quarantined``, and the Prefect event ``prefect.flow-run.CompletedWithQuarantine`` can drive a

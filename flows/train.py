@@ -81,11 +81,13 @@ def lifecycle_stages(
     promotion, the run report (Prefect artifacts) -> more outputs: ``mlflow_run`` (id),
     ``mlflow_url`` (the run's page on a tracking server), ``model_version`` ("" for each when
     not tracked or registered), ``promotion_decision`` (``promoted``, ``kept``,
-    ``already-champion``, ``not-promoted``, ``not-registered``), ``promotion_reason``
-    (one line), ``stages`` and ``stages_cached`` (the task runs so far, and those Cached)."""
+    ``already-champion``, ``refused``, ``not-promoted``, ``not-registered``),
+    ``promotion_reason`` (one line), ``promotion_fix`` (one line for a refusal, else ""),
+    ``stages`` and ``stages_cached`` (the task runs so far, and those Cached)."""
     from tasks.registry import promote_candidate
     from tasks.report import publish_report
     from tasks.tracking import cached_stages, log_training_run, stage_timings
+    from xmc_core.serving.registry.lineage import for_corpus
 
     train_split, test_split = outputs["model_train"], outputs["model_test"]
     run = PrefectRunner(work)
@@ -107,7 +109,8 @@ def lifecycle_stages(
         tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
     decision = None
     if tracking.get("version") and cfg.registry.promote:
-        decision = promote_candidate(cfg, tracking["version"], outputs["corpus"])
+        named = for_corpus(cfg, outputs["corpus"])  # registry.model_name's {dataset}
+        decision = promote_candidate(named, tracking["version"], outputs["corpus"])
     report = publish_report(
         cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs, intake
     )
@@ -119,6 +122,7 @@ def lifecycle_stages(
         "model_version": str(tracking.get("version") or ""),
         "promotion_decision": promotion, "promotion_reason": reason,
         "stages": str(stages), "stages_cached": str(cached),
+        "promotion_fix": str((decision or {}).get("fix") or ""),
     }  # fmt: skip
 
 
@@ -128,8 +132,9 @@ def train(
 ) -> dict[str, str] | State:
     """Load the config, then run the pipeline on the configured Dask runner; the run logs its
     summary (:mod:`xmc_core.app.summary`; the command line prints it last) and ends Completed
-    with a message saying the outcome (``P@1 79.33% — version 3 promoted to xmc@champion;
-    MLflow run ...``), tagged with it; its result is the outputs dict, ``summary`` included."""
+    with a message saying the outcome (``P@1 79.33% — version 3 promoted to
+    xmc-synthetic@champion; MLflow run ...``), tagged with it; its result is the outputs dict,
+    ``summary`` included."""
     start = time.perf_counter()
     cfg = XmcConfig.load(config_path, overrides)
     outputs = configured(train_pipeline, cfg)(cfg)

@@ -4,7 +4,8 @@
   was tracked from a subflow, that subflow run;
 - the training corpus as MLflow dataset inputs (``training``: the train split, ``evaluation``:
   the test split), built from its ``manifest.json`` (no data is read or copied);
-- the registered version's description: family, dataset, test figures, the Prefect flow run.
+- the registered version's description: family, dataset and its lineage, test figures, the
+  Prefect flow run.
 
 The Prefect side (the report, the flow run's state message) names the MLflow run.
 """
@@ -22,6 +23,7 @@ from prefect.runtime import flow_run as current_flow_run
 from prefect.utilities.urls import url_for
 
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.lineage import describe, lineage_of
 from xmc_core.evaluation.metrics import metric_line
 
 DATASET_CONTEXTS = {"train": "training", "test": "evaluation"}
@@ -104,6 +106,8 @@ def version_description(
     lines = [
         f"{family} model trained on `{folder.name}` (corpus fingerprint "
         f"`{corpus.fingerprint[:16]}`, {folder}).",
+        f"Lineage: {describe(lineage_of(folder))}; only a version of this lineage is compared "
+        "with it.",
         f"Test split: {figures or 'no figures'}.",
         f"MLflow run: `{run_id}`.",
     ]

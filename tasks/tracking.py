@@ -290,8 +290,10 @@ def log_training_run(
     import mlflow
 
     from xmc_core.serving.package import log_model
+    from xmc_core.serving.registry.lineage import for_corpus, version_tags
     from xmc_core.serving.registry.store import PROCESS_TAG, process_identity
 
+    cfg = for_corpus(cfg, outputs["corpus"])  # registry.model_name's {dataset}
     log = get_run_logger()
     uri = cfg.tracking_uri()
     db = sqlite_path(uri)
@@ -310,8 +312,9 @@ def log_training_run(
             log_dataset_inputs(client, run_id, outputs["corpus"])
             registered = cfg.registry.model_name if cfg.registry.enabled else None
             info = log_model(
-                Path(outputs["model"]), cfg, registered_model_name=registered, reuse_identical=True
-            )
+                Path(outputs["model"]), cfg, registered_model_name=registered,
+                reuse_identical=True, version_tags=version_tags(outputs["corpus"]),
+            )  # fmt: skip
             artifact_uri = run.info.artifact_uri
     version = info.registered_model_version
     if version is not None:

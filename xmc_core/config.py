@@ -206,21 +206,42 @@ class TrackingConfig(Section):
     run_name: str | None = None
 
 
+DATASET_PLACEHOLDER = "{dataset}"
+"""What ``registry.model_name`` replaces by the training corpus's lineage name."""
+
+
 class RegistryConfig(Section):
     """The MLflow model registry and the gated promotion of a new version to ``alias``.
 
-    A new version takes the alias when its ``metric`` on the held-out split is at least the
-    current holder's plus ``margin`` (both evaluated on the same documents); the first version
-    of a model takes it unconditionally.
+    ``model_name``: the registered model; ``{dataset}`` in it stands for the lineage name of the
+    training corpus (``xmc_core.corpus.lineage``: ``xmc-reuters``, ``xmc-synthetic``), so each
+    dataset gets its own model and champion by default. A new version takes the alias when it
+    was trained on the holder's lineage and its ``metric`` on the held-out split is at least the
+    holder's plus ``margin`` (both evaluated on the same documents); the first version of a
+    model takes it unconditionally; a version of another lineage is never compared.
     """
 
     enabled: bool = True
-    model_name: str = Field("xmc", min_length=1)
+    model_name: str = Field(
+        "xmc-" + DATASET_PLACEHOLDER, min_length=1, description="{dataset}: the lineage name"
+    )
     alias: str = Field("champion", min_length=1)
     promote: bool = True
     metric: str = Field("P@1", pattern=r"^(P|nDCG|R|PSP)@\d+$")
     margin: float = Field(0.001, ge=0, description="required gain, as a fraction (0.001 = 0.1 pt)")
     eval_split: Literal["test"] = "test"
+
+    @field_validator("model_name")
+    @classmethod
+    def _only_the_placeholder(cls, name: str) -> str:
+        if any(c in name.replace(DATASET_PLACEHOLDER, "") for c in "{}"):
+            raise ValueError(f"{name!r}: no brace but those of {DATASET_PLACEHOLDER}")
+        return name
+
+    def for_dataset(self, lineage_name: str) -> RegistryConfig:
+        """This section with ``{dataset}`` in ``model_name`` replaced by ``lineage_name``."""
+        name = self.model_name.replace(DATASET_PLACEHOLDER, lineage_name)
+        return self.model_copy(update={"model_name": name})
 
 
 class RetrainConfig(Section):

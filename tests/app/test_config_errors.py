@@ -102,7 +102,7 @@ def test_unknown_section_suggests_the_near_one(capsys: pytest.CaptureFixture[str
         (
             "registry.model_name=''",
             "registry.model_name must not be empty",
-            "correct registry.model_name (default: 'xmc')",
+            "correct registry.model_name (default: 'xmc-{dataset}')",
         ),
         (
             "work_dir=",

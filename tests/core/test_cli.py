@@ -22,6 +22,8 @@ def test_ingest_then_info(tmp_path: Path) -> None:
     out = xmc("ingest", "lines", str(src), str(tmp_path / "ds"))
     assert out.returncode == 0, out.stderr
     assert "train: 2 docs, 3 label assignments, 2 labels" in out.stdout
+    fingerprint = out.stdout.split("fingerprint: ")[1].split()[0]
+    assert out.stdout.endswith(f"lineage: ds (from {fingerprint[:12]})\n")  # named after DEST
     info = xmc("info", str(tmp_path / "ds"))
     assert info.returncode == 0 and info.stdout.startswith(out.stdout)
     assert "label frequencies (train, 2 docs, 2 labels):" in info.stdout

@@ -45,6 +45,15 @@ def test_promotion_outcomes() -> None:
         "already-champion",
         "version 3 already holds xmc@champion",
     )
+    refused = {
+        **GATED, "new_value": None, "champion_value": None, "promoted": False, "refused": True,
+        "reason": "trained on synthetic (...), the champion (version 2) on reuters (...): "
+        "other labels, not compared", "fix": "give each dataset its own model (...)",
+    }  # fmt: skip
+    assert promotion_outcome(CFG, refused) == (
+        "refused",
+        f"version 3 refused by xmc@champion: {refused['reason']}",
+    )
 
 
 def test_no_decision_says_which_switch_is_off() -> None:
@@ -85,6 +94,15 @@ def test_train_message_and_tags() -> None:
         "; MLflow run http://h/#/experiments/1/runs/abc"
     )
     assert headline(metrics, "nDCG@3") == "P@1 79.33%" and headline({}, "P@1") == ""
+    refused = {
+        "promotion_decision": "refused", "promotion_reason": "version 3 refused by ...",
+        "promotion_fix": "give each dataset its own model (...)", "mlflow_run": "abc",
+    }  # fmt: skip
+    assert train_message(metrics, "P@1", refused) == (
+        "P@1 79.33% — version 3 refused by ...; fix: give each dataset its own model (...); "
+        "MLflow run abc"
+    )
+    assert train_tags(refused) == ["other-lineage"]
 
 
 def test_retrain_notes() -> None:

@@ -1,12 +1,12 @@
 """prefect.yaml: every deployment names a real flow, its parameters bind to the flow's signature,
 its config is a shipped preset, and the flow runs with those parameters (the paths moved to a
-temporary folder, on the small synthetic corpus)."""
+temporary folder, on the small synthetic corpus; ``nightly`` and ``retrain``: in
+``test_train_flow.py``)."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -83,31 +83,23 @@ def test_matcher_deployment_takes_exactly_what_the_train_flow_sends(
     assert params["matcher"] == XmcConfig().matcher.model_dump(mode="json")
 
 
-@pytest.mark.usefixtures("prefect_server")
-@pytest.mark.parametrize("name", WITH_CONFIG)
-def test_deployment_runs_with_its_parameters(
-    name: str, small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # tracking under work_dir
-    dep = BY_NAME[name]
-    params = dict(dep["parameters"])
+def deployment_params(name: str, *overrides: str) -> dict[str, Any]:
+    """The parameters of deployment ``name`` with its config path made absolute and
+    ``overrides`` (paths moved to a temporary folder) added to its own."""
+    params = dict(BY_NAME[name]["parameters"])
     params["config_path"] = str(ROOT / params["config_path"])
-    moved = [f"work_dir={tmp_path / 'work'}", f"data.dataset={small_corpus}"]
-    params["overrides"] = [*params["overrides"], *moved]
-    if "corpus_dir" in params:
-        params["corpus_dir"] = str(small_corpus)
+    params["overrides"] = [*params["overrides"], *overrides]
+    return params
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_featurize_deployment_runs_with_its_parameters(small_corpus: Path, tmp_path: Path) -> None:
+    """(``nightly`` and ``retrain`` run with their parameters in ``test_train_flow``'s lineage
+    test, one after the other on one registry.)"""
+    params = deployment_params("featurize", f"work_dir={tmp_path / 'work'}")
+    params["corpus_dir"] = str(small_corpus)
     with prefect_api():
-        result = flow_of(dep)(**params)
-    if name == "featurize":
-        assert set(result) == {"vectorizer", "label_index", "label_features", "train", "test"}
-        assert SplitFeatures.load(result["train"]).X.shape[0] == 400
-        assert SplitFeatures.load(result["test"]).X.shape[0] == 120
-        return
-    outputs = result["outputs"] if name == "retrain" else result
-    if name == "retrain":
-        assert result["trained"] and result["intake"]["corpus"] == str(small_corpus.resolve())
-    assert outputs["corpus"] == str(small_corpus.resolve())
-    metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
-    assert metrics["P@1"] >= 0.6, metrics  # the small corpus is learnable
-    assert outputs["model_version"] == "1"  # tracked and registered under work_dir
-    assert (tmp_path / "work" / "mlflow" / "mlflow.db").is_file()
+        result = flow_of(BY_NAME["featurize"])(**params)
+    assert set(result) == {"vectorizer", "label_index", "label_features", "train", "test"}
+    assert SplitFeatures.load(result["train"]).X.shape[0] == 400
+    assert SplitFeatures.load(result["test"]).X.shape[0] == 120

@@ -22,9 +22,11 @@ from tasks.tracking import flatten_config, log_training_run, metric_key, stage_t
 from tests.model_helpers import featurize, train_model
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.lineage import describe, lineage_of
 from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.plots import TITLES
 from xmc_core.families.common import DIAGNOSE, EVALUATE
+from xmc_core.serving.registry.lineage import for_corpus
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -82,6 +84,7 @@ def run(
 ) -> Iterator[tuple[XmcConfig, dict[str, str], Any]]:
     work = tmp_path_factory.mktemp("tracking")
     cfg = XmcConfig.load(None, [f"work_dir={work}", *SETS, "tracking.run_name=tiny"])
+    cfg = for_corpus(cfg, small_corpus)  # xmc-synthetic, the model name tracking registers
     feats = featurize(Corpus(small_corpus), cfg)
     outputs = {"corpus": str(small_corpus)}
     for name, part in (("train", feats.train), ("test", feats.test)):
@@ -158,12 +161,21 @@ def test_run_records_the_corpus_as_dataset_inputs(run: tuple) -> None:
 
 
 def test_registered_version_has_a_description(run: tuple) -> None:
-    cfg, _, state = run
+    cfg, outputs, state = run
     tracking = state.result()["tracking"]
     version = mlflow_client(cfg).get_model_version(cfg.registry.model_name, tracking["version"])
     text = version.description
     p1 = json.loads((Path(state.result()["eval_dirs"]["test"]) / "metrics.json").read_text())["P@1"]
+    assert cfg.registry.model_name == "xmc-synthetic"
     assert text.startswith("xr-linear model trained on `synthetic` (corpus fingerprint `")
+    lineage = lineage_of(outputs["corpus"])
+    assert f"Lineage: {describe(lineage)}; only a version of this lineage is compared" in text
+    assert version.tags["xmc.lineage.name"] == "synthetic" == lineage.name
+    assert version.tags["xmc.lineage.root"] == lineage.root == Corpus(outputs["corpus"]).fingerprint
+    assert (
+        version.tags["xmc.dataset"] == "synthetic" and version.tags["xmc.model_kind"] == "xr-linear"
+    )
+
     assert f"Test split: P@1 {100 * p1:.2f}%, P@5 " in text
     assert f"MLflow run: `{tracking['run_id']}`." in text
     flow_run_id = str(state.state_details.flow_run_id)

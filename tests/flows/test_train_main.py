@@ -36,7 +36,9 @@ def test_train_main_job_end_to_end(tmp_path: Path) -> None:
     assert summary[2].startswith("  test      P@1 ") and log.count("P@1") == 1
     assert summary[3].startswith("  model     ") and "/models/" in summary[3]
     assert summary[4].startswith("  mlflow    run ")
-    assert summary[5] == "  registry  version 1 promoted to xmc@champion (no champion before)"
+    assert summary[5] == (
+        "  registry  version 1 promoted to xmc-synthetic@champion (no champion before)"
+    )
     assert re.fullmatch(r"  cache     \d+ of \d+ stages reused from earlier runs .*", summary[6])
     assert "distributed." not in log and "Downloading artifacts" not in log
     assert "Finished in state" not in log and ": wrote /" not in log

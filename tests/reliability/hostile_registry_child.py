@@ -42,20 +42,18 @@ def register(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def promote(args: dict[str, Any]) -> dict[str, Any]:
-    """``promote_version`` (``xmc promote``); killed right after the alias moved when ``kill``."""
+    """``promote_version`` (``xmc promote``); with ``kill``, killed right after the alias moved,
+    before the alias history is written."""
     from xmc_core.config import XmcConfig
     from xmc_core.serving.registry.promotion import promote_version
     from xmc_core.serving.registry.store import RegistryStore
 
     if args.get("kill"):
-        real = RegistryStore.move_alias
 
-        def move_then_die(self: RegistryStore, *a: Any, **k: Any) -> bool:
-            real(self, *a, **k)
+        def die_instead(self: RegistryStore, history: list[str]) -> None:
             _die()
-            return True
 
-        RegistryStore.move_alias = move_then_die  # type: ignore[method-assign]
+        RegistryStore.write_history = die_instead  # type: ignore[method-assign]
     cfg = XmcConfig.load(None, args["sets"])
     return promote_version(cfg, args["version"]).model_dump()
 

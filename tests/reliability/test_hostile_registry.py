@@ -38,7 +38,9 @@ from tests.serving.registry_fixtures import (
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.serving.registry.promotion import champion_version, promote_gated, promote_version
+from xmc_core.serving.registry.promotion import champion_version, promote_version, rollback
+from xmc_core.serving.registry.reconcile import reconcile
+from xmc_core.serving.registry.store import RegistryStore
 from xmc_core.serving.resolve import local_model_dir
 from xmc_core.storage.work_dir import WorkDir
 
@@ -242,26 +244,41 @@ def test_identical_retrain_registers_no_new_version(
 
 
 def test_kill_after_alias_move_is_reconciled(
-    gate_template: Template, gate_dataset: Path, tmp_path: Path, quiet_mlflow: None,
-) -> None:  # fmt: skip
+    gate_template: Template, tmp_path: Path, quiet_mlflow: None, caplog: pytest.LogCaptureFixture
+) -> None:
     cfg = fresh_registry(gate_template, tmp_path)
     promote_version(cfg, "2")
-    assert not promote_gated(cfg, "1", gate_dataset).promoted
+    c = client(cfg.tracking_uri())
+    c.set_model_version_tag(NAME, "1", DECISION, "abandoned")  # its training run died
     sets = [f"work_dir={cfg.work_dir}", f"tracking.uri={cfg.tracking_uri()}"]
     sets.append(f"registry.model_name={NAME}")
     done = child({"step": "promote", "kill": True, "sets": sets, "version": "1"}, tmp_path)
     assert done.returncode == -9, done.stderr[-3000:]
-    c = client(cfg.tracking_uri())
-    assert champion_version(cfg) == "1"
-    assert c.get_model_version(NAME, "1").tags[DECISION] == "rejected"  # what the kill left
+    store = RegistryStore(cfg)  # what the kill left: the alias moved, nothing else
+    assert champion_version(cfg) == "1" and store.history() == ["2"]
+    assert c.get_model_version(NAME, "1").tags[DECISION] == "abandoned"
 
-    promote_version(cfg, "1")  # the next `xmc promote`
-    assert champion_version(cfg) == "1"
+    with caplog.at_level(logging.WARNING):
+        back = rollback(cfg)  # the next command: it reconciles first
     tags = c.get_model_version(NAME, "1").tags
     assert tags[DECISION] == "promoted" and "reconciled" in tags["xmc.promotion.reason"]
+    assert f"{NAME}@champion history: version 1 appended" in caplog.text
+    assert back.version == "2" and back.previous == "1" and champion_version(cfg) == "2"
+    assert store.history() == ["2"]  # 1, appended by the reconcile, then rolled back
     assert c.get_model_version(NAME, "2").tags[DECISION] == "promoted"  # the holder before
     for version in ("3", "4"):  # registered by this process, which is alive: left undecided
         assert DECISION not in c.get_model_version(NAME, version).tags, version
+
+
+def test_reconcile_completes_the_alias_history(
+    gate_template: Template, tmp_path: Path, quiet_mlflow: None
+) -> None:
+    cfg = fresh_registry(gate_template, tmp_path)
+    promote_version(cfg, "2")
+    client(cfg.tracking_uri()).set_registered_model_alias(NAME, ALIAS, "4")  # history not written
+    notes = reconcile(cfg)
+    assert RegistryStore(cfg).history() == ["2", "4"] and len(notes) == 2, notes
+    assert reconcile(cfg) == []  # consistent now: nothing to repair
 
 
 def test_two_processes_create_a_fresh_tracking_schema_once(

@@ -165,7 +165,7 @@ def test_the_scan_accepts_the_safe_forms() -> None:
 def test_xmc_serve_binds_localhost_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     import xmc_core.serving.http
 
-    args = _parser().parse_args(["serve", "models:/xmc@champion"])
+    args = _parser().parse_args(["serve", "models:/xmc-synthetic@champion"])
     assert not hasattr(args, "host")  # the CLI passes only what the user gave
     assert XmcConfig().serve.host == "127.0.0.1"  # the one default
     bound: list[tuple[str, int]] = []
@@ -174,8 +174,8 @@ def test_xmc_serve_binds_localhost_by_default(monkeypatch: pytest.MonkeyPatch) -
         "serve",
         lambda _m, _c, host, port, *a, **k: bound.append((host, port)),
     )
-    assert main(["serve", "models:/xmc@champion"]) == 0
-    assert main(["serve", "models:/xmc@champion", "--set", "serve.port=6006"]) == 0
+    assert main(["serve", "models:/xmc-synthetic@champion"]) == 0
+    assert main(["serve", "models:/xmc-synthetic@champion", "--set", "serve.port=6006"]) == 0
     assert bound == [("127.0.0.1", 5005), ("127.0.0.1", 6006)]
 
 

@@ -1,5 +1,6 @@
 """Two tiny models (good, deliberately worse) on one synthetic dataset, registered as four
-versions of one model in a SQLite registry template that every test copies.
+versions of one model (with that dataset's lineage) in a SQLite registry template that every
+test copies.
 
 Versions: 1 worse, 2 good, 3 worse (same folder as 1), 4 good (same folder as 2).
 """
@@ -84,9 +85,11 @@ def gate_models(gate_dataset: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def gate_template(
-    gate_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    gate_models: dict[str, Path], gate_dataset: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Template:
+    """The versions are registered as a training run does: with the lineage of their data."""
     from xmc_core.serving.package import log_model
+    from xmc_core.serving.registry.lineage import version_tags
 
     root = tmp_path_factory.mktemp("gate-registry")
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -95,7 +98,9 @@ def gate_template(
         experiment = mlflow.create_experiment("gate", artifact_location=str(root / "artifacts"))
         for version, kind in VERSIONS.items():
             with mlflow.start_run(experiment_id=experiment):
-                info = log_model(gate_models[kind], cfg, registered_model_name=NAME)
+                info = log_model(
+                    gate_models[kind], cfg, NAME, version_tags=version_tags(gate_dataset)
+                )
             assert str(info.registered_model_version) == version
     return Template(root / "mlflow.db", root / "artifacts")
 

@@ -29,6 +29,7 @@ from tests.serving.registry_fixtures import (
 )
 from xmc_core.config import EvalConfig, XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.corpus.lineage import describe, lineage_of
 from xmc_core.errors import InputError, XmcError
 from xmc_core.evaluation.metrics import evaluate
 from xmc_core.features.labels import LabelIndex
@@ -240,6 +241,39 @@ def test_margin_is_respected(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path)
     assert tie.promoted and champion_version(cfg) == "4" and holders(cfg) == ["4"]
     again = promote_gated(no_margin, "4", gate_dataset)
     assert not again.promoted and "already holds" in again.reason
+
+
+def test_gate_refuses_another_lineage_without_comparing(
+    cfg: XmcConfig, gate_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evaluated: list[Path] = []
+    monkeypatch.setattr(evaluation, "evaluate_on_dataset", lambda *a: evaluated.append(a[0]))
+    promote_version(cfg, "2")
+    reuters = {"name": "reuters", "root": "ab" * 32, "drops": "0"}  # version 1: other data
+    for key, value in reuters.items():
+        client(cfg).set_model_version_tag(NAME, "1", f"xmc.lineage.{key}", value)
+    refused = promote_gated(cfg, "1", gate_dataset)
+    assert refused.refused and not refused.promoted and refused.previous == "2"
+    assert refused.new_value is None and evaluated == [] and champion_version(cfg) == "2"
+    ours = describe(lineage_of(gate_dataset))
+    assert refused.reason == (
+        f"trained on reuters (from abababababab), the champion (version 2) on {ours}: "
+        "other labels, not compared"
+    )
+    assert refused.fix.endswith(f"anyway: xmc promote 1 --set registry.model_name={NAME}")
+    t = tags(cfg, "1")
+    assert t[P + "decision"] == "refused" and t[P + "fix"] == refused.fix
+    assert "xmc.eval_file.test" not in t  # never evaluated
+    assert format_decision(refused).splitlines() == [
+        f"version 1 refused; {NAME}@champion stays at version 2",
+        f"  {refused.reason}",
+        f"  fix: {refused.fix}",
+    ]
+    for key in reuters:  # a champion registered before xmc recorded lineages: no guess
+        client(cfg).delete_model_version_tag(NAME, "2", f"xmc.lineage.{key}")
+    old = promote_gated(cfg, "4", gate_dataset)
+    assert old.refused and old.reason.startswith("the champion (version 2) has no lineage")
+    assert champion_version(cfg) == "2" and evaluated == []
 
 
 def test_manual_promotion_and_rollback(cfg: XmcConfig) -> None:

@@ -39,6 +39,7 @@ from xmc_core.app.entry import positive_number, run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Manifest, Policies
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
+from xmc_core.corpus.lineage import describe as describe_lineage
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
@@ -311,7 +312,9 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
         )  # fmt: skip
         return
     from xmc_core.serving.registry import promotion as registry
+    from xmc_core.serving.registry.lineage import for_command
 
+    cfg = for_command(cfg)  # the model a training run with this config registers under
     if args.command == "promote":
         print(registry.format_decision(registry.promote_version(cfg, args.version)))
     else:
@@ -347,6 +350,8 @@ def manifest_summary(m: Manifest) -> str:
             f"({m.unseen_test_assignments} assignments), e.g. {shown}"
         )
     lines.append(f"fingerprint: {m.fingerprint}")
+    if m.lineage is not None:
+        lines.append(f"lineage: {describe_lineage(m.lineage)}")
     return "\n".join(lines)
 
 

@@ -54,9 +54,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     if args.command == "completion":
         print(script(parser, args.shell), end="")
     elif args.command == "registry":
+        from xmc_core.serving.registry.lineage import for_command
         from xmc_core.serving.registry.listing import format_listing, list_versions
 
-        listing = list_versions(XmcConfig.load(args.config, args.overrides))
+        listing = list_versions(for_command(XmcConfig.load(args.config, args.overrides)))
         _print(listing.model_dump(mode="json"), args.json, format_listing(listing))
     elif args.command == "inspect":
         _print_model(_model_folder(args), args)

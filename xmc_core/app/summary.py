@@ -6,7 +6,7 @@ test figures (once), where the model is, and what the registry did with it.
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
       model     data/models/c8cc6c66...  (xmc predict data/models/c8cc6c66... docs.txt out.jsonl)
       mlflow    run c52126dd...  http://127.0.0.1:5000/#/experiments/1/runs/c52126dd...
-      registry  version 1 promoted to xmc@champion (no champion before)
+      registry  version 1 promoted to xmc-synthetic@champion (no champion before)
 
 A rerun adds ``cache     15 of 15 stages reused from earlier runs (their inputs unchanged)``.
 """
@@ -76,7 +76,7 @@ def flow_summary(
     """The summary of a ``train`` flow run from what it returns: ``corpus``, ``evaluation``
     (folder of the test ``metrics.json``), ``model``, ``stages`` and ``stages_cached``, and
     when tracked ``mlflow_run``, ``mlflow_url``, ``promotion_reason`` (``version 3 promoted to
-    xmc@champion ...``)."""
+    xmc-reuters@champion ...``), ``promotion_fix`` (a refusal's: its own row)."""
     corpus = Corpus(outputs["corpus"])
     mlflow = ""
     if outputs.get("mlflow_run"):
@@ -84,6 +84,7 @@ def flow_summary(
         if outputs.get("mlflow_url"):
             mlflow += f"  {outputs['mlflow_url']}"
     registry = outputs.get("promotion_reason", "")
+    extra = {"fix": outputs["promotion_fix"]} if outputs.get("promotion_fix") else {}
     members = [
         read_json(Path(folder) / METRICS_FILE)
         for folder in json.loads(outputs.get("member_evaluations") or "[]")
@@ -98,7 +99,7 @@ def flow_summary(
         mlflow=mlflow,
         registry=registry,
         cache=cache_line(int(outputs.get("stages_cached") or 0), int(outputs.get("stages") or 0)),
-        extra={"members": members_line(members)} if members else {},
+        extra={**extra, "members": members_line(members)} if members else extra,
     )
 
 

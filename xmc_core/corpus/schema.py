@@ -64,6 +64,21 @@ class SplitStats(BaseModel):
     files: list[str] = Field(default_factory=list)
 
 
+class Lineage(BaseModel):
+    """Which corpus a dataset descends from (see :mod:`xmc_core.corpus.lineage`).
+
+    ``name``: the dataset it started as (``reuters``, ``synthetic``; names the registered
+    model); ``root``: that corpus's fingerprint; ``drops``: landing drops taken in since. Two
+    corpora of one lineage (same ``name`` and ``root``) share a label space a gate may compare.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    root: str = Field(pattern=r"^[0-9a-f]{16,64}$")
+    drops: int = Field(0, ge=0)
+
+
 class Manifest(BaseModel):
     """``manifest.json`` of a dataset folder."""
 
@@ -83,3 +98,5 @@ class Manifest(BaseModel):
     source: dict[str, object]
     policies: Policies
     created_at: str
+    lineage: Lineage | None = None
+    """None in manifests written before lineages were recorded (derived on read)."""

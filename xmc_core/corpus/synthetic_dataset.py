@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xmc_core.corpus.lineage import SYNTHETIC
 from xmc_core.corpus.schema import Manifest
 from xmc_core.corpus.synthetic import SyntheticSpec, generate_split, label_texts
 from xmc_core.corpus.writer import DEFAULT_ROWS_PER_GROUP, DatasetWriter
@@ -18,8 +19,9 @@ def write_synthetic_dataset(
     """Generate ``spec``'s train and test splits and label texts into ``dest`` (atomically)."""
     source = {"format": "synthetic", "spec": {k: v for k, v in vars(spec).items()}}
     with DatasetWriter(
-        dest, kind="text", source=source, rows_per_group=rows_per_group, overwrite=overwrite
-    ) as ds:
+        dest, kind="text", source=source, rows_per_group=rows_per_group, overwrite=overwrite,
+        lineage=SYNTHETIC,
+    ) as ds:  # fmt: skip
         for split in ("train", "test"):
             writer = ds.split(split)
             for row, doc in enumerate(generate_split(spec, split), 1):

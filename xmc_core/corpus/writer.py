@@ -25,9 +25,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP
+from xmc_core.corpus.lineage import lineage_of, started_at
 from xmc_core.corpus.schema import (
     LABELS_SCHEMA,
     SPLITS,
+    Lineage,
     Manifest,
     Policies,
     SplitStats,
@@ -251,6 +253,10 @@ class DatasetWriter:
                 train.add(f"train-{i}", text, labels, "train_texts.txt", i)
             ds.close_split("train", "train_texts.txt")
             ...  # then "test"
+
+    ``lineage`` (:mod:`xmc_core.corpus.lineage`): the ``Lineage`` the dataset continues, or the
+    name of a lineage it starts; None: the lineage of the dataset folder it overwrites, else a
+    lineage named after ``dest``.
     """
 
     def __init__(
@@ -262,8 +268,10 @@ class DatasetWriter:
         n_features: int | None = None,
         rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
         overwrite: bool = False,
+        lineage: Lineage | str | None = None,
     ) -> None:
         self.dest = Path(dest)
+        self.lineage = lineage
         self.kind = kind
         self.source = source
         self.policies = policies or Policies()
@@ -359,8 +367,20 @@ class DatasetWriter:
             source=self.source,
             policies=self.policies,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            lineage=self._lineage(digest.hexdigest()),
         )
         write_json(self._tmp / "manifest.json", self.manifest.model_dump(mode="json"))
+
+    def _lineage(self, fingerprint: str) -> Lineage:
+        """The new dataset's lineage (see the class docstring)."""
+        if isinstance(self.lineage, Lineage):
+            return self.lineage
+        if self.lineage is None and self.overwrite and (self.dest / "manifest.json").is_file():
+            try:
+                return lineage_of(self.dest)  # the same dataset, kept current in place
+            except (InputError, OSError):
+                pass  # not a readable dataset: the new one starts its own lineage
+        return started_at(self.lineage or self.dest.resolve().name, fingerprint)
 
     def _write_label_texts(self, path: Path, train: Counter[str], test: Counter[str]) -> bytes:
         """Write ``labels.parquet``; returns the digest of its rows (each label and its text,

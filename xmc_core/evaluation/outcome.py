@@ -1,8 +1,9 @@
 """How a training run ended, in one line and a few tags: what the flow run's final state says
 and what its summary prints.
 
-``promotion_decision`` is one of :data:`TAGS`' keys; ``promotion_reason`` one line saying why.
-Nothing here reads files or talks to a server.
+``promotion_decision`` is one of :data:`TAGS`' keys; ``promotion_reason`` one line saying why;
+``promotion_fix`` one line saying what to do about a refusal (a version of another lineage than
+the champion's). Nothing here reads files or talks to a server.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ TAGS = {
     "promoted": "promoted",
     "kept": "kept-champion",
     "already-champion": "kept-champion",
+    "refused": "other-lineage",
     "not-promoted": "not-promoted",
     "not-registered": "not-registered",
 }
@@ -51,6 +53,8 @@ def promotion_outcome(cfg: XmcConfig, decision: Mapping[str, Any] | None) -> tup
         return "promoted", f"version {version} promoted to {target} ({was})"
     if previous == version:
         return "already-champion", f"version {version} already holds {target}"
+    if decision.get("refused"):
+        return "refused", f"version {version} refused by {target}: {reason}"
     if previous is None:  # not gated (registry.promote off at the task level)
         return "not-promoted", f"version {version} not promoted: {reason}"
     return "kept", f"kept champion version {previous} ({metric} {new} vs {old}; {reason})"
@@ -66,13 +70,16 @@ def train_message(
     test_metrics: Mapping[str, float], metric: str, outputs: Mapping[str, str]
 ) -> str:
     """The final state message of a training run: ``P@1 79.33% — version 3 promoted to
-    xmc@champion (...); MLflow run <url or id>``; a champion kept is said with its own
-    figures (``kept champion version 2 (P@1 79.10% vs 79.33%; ...)``)."""
+    xmc-reuters@champion (...); MLflow run <url or id>``; a champion kept is said with its own
+    figures (``kept champion version 2 (P@1 79.10% vs 79.33%; ...)``), a refusal with its
+    fix (``version 3 refused by ...: ...; fix: ...``)."""
     reason = outputs.get("promotion_reason", "")
     head = headline(test_metrics, metric)
     text = (
         reason if outputs.get("promotion_decision") == "kept" or not head else f"{head} — {reason}"
     )
+    if outputs.get("promotion_fix"):
+        text += f"; fix: {outputs['promotion_fix']}"
     run = outputs.get("mlflow_url") or outputs.get("mlflow_run")
     return f"{text}; MLflow run {run}" if run else text
 

@@ -212,6 +212,7 @@ def _decision_section(decision: Mapping[str, Any] | None, no_decision: str = "")
         return f"## Promotion\n\n{why[0].upper()}{why[1:]}."
     name, alias = decision.get("model_name"), decision.get("alias")
     verdict = "**promoted**" if decision.get("promoted") else "**not promoted**"
+    verdict += " (refused: not compared)" if decision.get("refused") else ""
     head = f"Version {decision.get('version')} of `{name}`: {verdict} to `@{alias}`."
     rows = [
         ["metric", decision.get("metric")],
@@ -221,6 +222,8 @@ def _decision_section(decision: Mapping[str, Any] | None, no_decision: str = "")
         ["previous champion version", decision.get("previous") or "none"],
         ["reason", decision.get("reason")],
     ]
+    if decision.get("fix"):
+        rows.append(["fix", decision.get("fix")])
     return f"## Promotion\n\n{head}\n\n{_table(['', 'value (%)'], rows)}"
 
 

@@ -7,7 +7,8 @@ One call does what a scheduled retraining run needs before it trains:
    to the quarantine folder with a ``REASON.txt``;
 2. the valid drops are ingested into a staging folder, then merged, in arrival order, into the
    current training corpus (``merge``) or into an empty one (``replace``); the result is a
-   content-addressed folder of the corpus store, which becomes ``current.json``;
+   content-addressed folder of the corpus store, which becomes ``current.json``, of the lineage
+   of the corpus it follows (``xmc_core.corpus.lineage``; the first: named after its first drop);
 3. the ingested drops are moved to the archive folder. Nothing is ever deleted.
 
 Any error of one drop, expected or not (a symbolic-link loop, an importer bug, a drop of another
@@ -36,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from xmc_core.corpus.lineage import grown, lineage_of
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
 from xmc_core.errors import InputError
@@ -113,7 +115,8 @@ def take_in(
     try:
         staged = _stage_drops(folders, policies, staging, result)
         base = _base(folders, mode, base_dataset, batch)
-        merged, staged = _merge_drops(folders, base, staged, rows_per_group, result)
+        before = _base(folders, "merge", base_dataset, batch)  # what the new corpus follows
+        merged, staged = _merge_drops(folders, base, before, staged, rows_per_group, result)
         if merged is None and batch is not None:
             merged = base
         if merged is not None:
@@ -176,16 +179,22 @@ def _base(
 def _merge_drops(
     folders: IntakeFolders,
     base: Path | None,
+    before: Path | None,
     staged: list[tuple[Drop, Path]],
     rows_per_group: int,
     result: IntakeResult,
 ) -> tuple[Path | None, list[tuple[Drop, Path]]]:
     """Merge ``staged`` into ``base`` in the store; a drop the merge refuses (another kind of
-    corpus, ...) is quarantined and the merge redone without it. Returns (corpus, drops in it)."""
+    corpus, ...) is quarantined and the merge redone without it. Returns (corpus, drops in it).
+
+    The new corpus continues the lineage of ``before`` (the corpus it follows, in both modes;
+    ``xmc_core.corpus.lineage``), or starts one named after its first drop."""
     staged = list(staged)
     while staged:
+        lineage = staged[0][0].name if before is None else grown(lineage_of(before), len(staged))
         try:
-            merged = merge_into_store(folders.store, base, [d for _, d in staged], rows_per_group)
+            drops = [d for _, d in staged]
+            merged = merge_into_store(folders.store, base, drops, rows_per_group, lineage)
             return merged, staged
         except InputError as err:
             culprit = _culprit(staged, err)

@@ -43,8 +43,9 @@ import numpy as np
 import pyarrow as pa
 
 from xmc_core.corpus.importers.common import manifest_of
+from xmc_core.corpus.lineage import grown, lineage_of
 from xmc_core.corpus.reader import Corpus
-from xmc_core.corpus.schema import SPLITS, Manifest, Policies
+from xmc_core.corpus.schema import SPLITS, Lineage, Manifest, Policies
 from xmc_core.corpus.writer import DatasetWriter, SplitWriter
 from xmc_core.errors import InputError
 from xmc_core.storage.atomic import write_json
@@ -116,14 +117,19 @@ def row_digest(row: dict) -> bytes:
 
 
 def merge_corpora(
-    base: Path | None, drops: list[Path], dest: Path, rows_per_group: int
+    base: Path | None,
+    drops: list[Path],
+    dest: Path,
+    rows_per_group: int,
+    lineage: Lineage | str | None = None,
 ) -> Manifest:
     """Upsert the documents of ``drops`` (in order, later wins) into ``base``; write ``dest``.
 
     ``base`` None is the ``replace`` mode: the result holds the drops alone. All corpora must be
     of one kind (text, or bag-of-words with the same ``n_features``), else an InputError names
     the first offending drop; so does a drop holding one doc id in both splits. ``dest`` must
-    not exist; it appears only when complete. Returns its manifest.
+    not exist; it appears only when complete. Returns its manifest. ``lineage``: the result's
+    (``DatasetWriter``); None: ``base``'s grown by the drops (no base: one named after ``dest``).
     """
     if rows_per_group < 1:
         raise ValueError(f"rows_per_group must be >= 1, got {rows_per_group}")
@@ -134,6 +140,8 @@ def merge_corpora(
     inputs = ([base_corpus] if base_corpus else []) + drop_corpora
     kind, n_features = _common_kind(inputs)
     latest = _latest_versions(drop_corpora)
+    if lineage is None and base is not None:
+        lineage = grown(lineage_of(base), len(drops))
     with DatasetWriter(
         dest,
         kind=kind,
@@ -141,6 +149,7 @@ def merge_corpora(
         policies=_most_permissive([c.manifest.policies for c in inputs]),
         n_features=n_features,
         rows_per_group=_NO_AUTO_FLUSH,
+        lineage=lineage,
     ) as ds:
         for split in SPLITS:
             writer = ds.split(split)
@@ -315,8 +324,15 @@ def prefix_doc_ids(src: Path, dest: Path, prefix: str) -> Manifest:
     return manifest_of(ds)
 
 
-def merge_into_store(root: Path, base: Path | None, drops: list[Path], rows_per_group: int) -> Path:
-    """Merge into the store ``root``: the result lands in ``root/<fingerprint[:16]>``.
+def merge_into_store(
+    root: Path,
+    base: Path | None,
+    drops: list[Path],
+    rows_per_group: int,
+    lineage: Lineage | str | None = None,
+) -> Path:
+    """Merge into the store ``root`` (:func:`merge_corpora`, with ``lineage``): the result lands
+    in ``root/<fingerprint[:16]>``.
 
     Written to a hidden temporary folder in ``root`` first, then renamed; if a folder of that
     name already exists (the same content was merged before, e.g. a rerun) it is reused and the
@@ -326,7 +342,7 @@ def merge_into_store(root: Path, base: Path | None, drops: list[Path], rows_per_
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".merge-", suffix=".tmp", dir=root))
     try:
-        manifest = merge_corpora(base, drops, staging / "corpus", rows_per_group)
+        manifest = merge_corpora(base, drops, staging / "corpus", rows_per_group, lineage)
         final = root / manifest.fingerprint[:STORE_NAME_CHARS]
         if not final.exists():
             try:

@@ -1,7 +1,7 @@
 """The model a server answers with, and how it picks up a new one without a restart.
 
 A :class:`LiveModel` holds the :class:`Served` model (an ``XmcModel`` and what it is) and the
-reference it came from: a model folder or an MLflow URI such as ``models:/xmc@champion``.
+reference it came from: a model folder or an MLflow URI such as ``models:/xmc-synthetic@champion``.
 :meth:`LiveModel.reload` looks the reference up again. When it now names other content (the
 alias moved to another version; the folder's ``meta.json``, which holds the checksum of every
 file, changed), the new model is downloaded, verified and loaded *beside* the old one, then

@@ -15,7 +15,7 @@ import logging
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from xmc_core.model import registry
 from xmc_core.model.xmc_model import model_layout
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
 from xmc_core.serving.registry.store import (
+    FAMILY_TAG,
     PROCESS_TAG,
     RegistryStore,
     process_identity,
@@ -98,10 +99,12 @@ def log_model(
     cfg: XmcConfig,
     registered_model_name: str | None = None,
     reuse_identical: bool = False,
+    version_tags: Mapping[str, str] | None = None,
 ) -> ModelInfo:
     """Log ``model_dir`` (an ``XmcModel`` folder) as pyfunc model ``model`` of the active run;
     when ``registered_model_name`` is given, register it as a version of that model, tagged
-    with its fingerprint and this process (:func:`register_version`). ``reuse_identical``:
+    with its fingerprint, family, this process and ``version_tags`` (e.g. the training data:
+    ``serving.registry.lineage.version_tags``; :func:`register_version`). ``reuse_identical``:
     when a version holds an identical model already, take that version instead of a new one
     (what a training run does, so that an identical retrain adds no version).
 
@@ -129,8 +132,9 @@ def log_model(
             },
         )
     if registered_model_name is not None:
+        tags = {FAMILY_TAG: str(family), **(version_tags or {})}
         info.registered_model_version = register_version(
-            info, folder, cfg, registered_model_name, reuse_identical
+            info, folder, cfg, registered_model_name, reuse_identical, tags
         )
     return info
 
@@ -142,12 +146,17 @@ def model_fingerprint(folder: Path) -> str:
 
 
 def register_version(
-    info: ModelInfo, folder: Path, cfg: XmcConfig, name: str, reuse_identical: bool
+    info: ModelInfo,
+    folder: Path,
+    cfg: XmcConfig,
+    name: str,
+    reuse_identical: bool,
+    tags: Mapping[str, str] | None = None,
 ) -> int:
     """A version of ``name`` for the logged model ``info`` (of the ``XmcModel`` folder
     ``folder``): with ``reuse_identical``, the newest version whose ``xmc.model_fingerprint``
-    tag matches; else a new version, created with that tag and ``xmc.process`` (who registered
-    it, see ``serving.reconcile``) in the same call.
+    tag matches; else a new version, created with that tag, ``xmc.process`` (who registered
+    it, see ``serving.reconcile``) and ``tags`` in the same call.
 
     Uses MLflow's current tracking and registry URIs (those of the active run); the look-up and
     the registration run under the registry lock of ``name``."""
@@ -158,9 +167,9 @@ def register_version(
         if reuse_identical and (same := _identical_version(named, fingerprint)) is not None:
             log.info("model %s is version %d of %s already: no new version", folder, same, name)
             return same
-        tags = {FINGERPRINT_TAG: fingerprint, PROCESS_TAG: process_identity()}
+        own = {**(tags or {}), FINGERPRINT_TAG: fingerprint, PROCESS_TAG: process_identity()}
         with _without_registration_notices():
-            version = int(mlflow.register_model(info.model_uri, name, tags=tags).version)
+            version = int(mlflow.register_model(info.model_uri, name, tags=own).version)
         log.info("registered %s as version %d of %s", folder, version, name)
         return version
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ from tests.serving.registry_fixtures import (
     registry_config,
 )
 from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.lineage import describe, lineage_of
 from xmc_core.serving.registry.listing import format_listing, list_versions
 from xmc_core.serving.registry.promotion import promote_gated
 
@@ -45,7 +48,7 @@ def pct(value: float | None) -> str:
 def xmc(cfg: XmcConfig, *args: str) -> subprocess.CompletedProcess[str]:
     sets = [f"work_dir={cfg.work_dir}", f"tracking.uri={cfg.tracking_uri()}"]
     sets += [f"registry.model_name={cfg.registry.model_name}"]
-    env = dict(os.environ, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false")
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "xmc_core.app.cli", *args]
     cmd += [a for s in sets for a in ("--set", s)]
@@ -81,17 +84,18 @@ def test_versions_decisions_and_alias(cfg: XmcConfig, gate_dataset: Path) -> Non
         in (row["3"])
     )
     assert row["3"].endswith(worse.reason) and "< margin" in worse.reason
-    assert row["4"].split()[5:] == [
-        "xr-linear",
-        "-",
-        "-",
-        "-",
-    ]  # never decided: no decision, no figures
+    data = f"{gate_dataset.name} ({Corpus(gate_dataset).fingerprint[:12]})"
+    lineage = describe(lineage_of(gate_dataset))
+    assert v4.dataset == data and v4.lineage == lineage
+    cells = re.split(r"\s{2,}", row["4"])
+    assert cells[3:] == ["xr-linear", data, lineage, "-", "-", "-"]  # never decided
     assert lines[-2:] == [f"{NAME}@champion: version 2", "alias history (oldest first): 1 -> 2"]
 
-    out = xmc(cfg, "registry", "--json")
+    client.delete_model_version_tag(NAME, "3", "xmc.model_kind")  # as registered by older xmc
+    out = xmc(cfg, "registry", "--json")  # reads version 3's family from its MLmodel file
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == listing.model_dump(mode="json")
+    assert "Downloading artifacts" not in out.stderr and "%|" not in out.stderr  # no bars
     inspect = xmc(cfg, "inspect", f"models:/{NAME}@champion")
     assert inspect.returncode == 0, inspect.stderr
     assert "family: xr-linear" in inspect.stdout and "tree: " in inspect.stdout
@@ -101,7 +105,8 @@ def test_no_model_and_no_store(cfg: XmcConfig, tmp_path: Path) -> None:
     other = registry_config(tmp_path, "registry.model_name=nope")
     listing = list_versions(other)
     assert listing.versions == [] and format_listing(listing) == (
-        f"no registered model named 'nope' in {cfg.tracking_uri()}"
+        f"no registered model named 'nope' in {cfg.tracking_uri()}; registered: {NAME}\n"
+        "  fix: pick one with --set registry.model_name=NAME (or data.dataset=DATASET)"
     )
     missing = tmp_path / "none" / "mlflow.db"
     nothing = registry_config(tmp_path, f"tracking.uri=sqlite:///{missing}")

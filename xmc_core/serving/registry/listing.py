@@ -1,5 +1,6 @@
-"""What ``xmc registry`` shows: the versions of ``registry.model_name``, their promotion
-decisions and figures, which one holds the alias, and the alias history.
+"""What ``xmc registry`` shows: the versions of ``registry.model_name``, the data each was
+trained on (dataset and lineage), their promotion decisions and figures, which one holds the
+alias, and the alias history.
 
 Read only: nothing is written to the registry, and a SQLite store that does not exist is not
 created (:func:`list_versions` says so instead).
@@ -18,10 +19,13 @@ from pydantic import BaseModel, ConfigDict
 
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.metrics import percent
+from xmc_core.serving.registry.lineage import NOT_RECORDED, lineage_text, recorded_dataset
 from xmc_core.serving.registry.store import (
+    FAMILY_TAG,
     PROMOTION_TAG,
     ROLLBACK_TAG,
     RegistryStore,
+    quiet_downloads,
     sqlite_path,
 )
 from xmc_core.wording import counted
@@ -33,8 +37,10 @@ if TYPE_CHECKING:
 class VersionEntry(BaseModel):
     """One registered version: ``promotion``: its ``xmc.promotion.*`` tags without the prefix
     (``decision``, ``kind``, ``metric``, ``new``, ``champion``, ``champion_version``,
-    ``margin``, ``reason``, ``at``); ``rollback``: its ``xmc.rollback.*`` tags; ``family``:
-    from the logged model's metadata (None: not recorded)."""
+    ``margin``, ``reason``, ``at``, ``fix``); ``rollback``: its ``xmc.rollback.*`` tags;
+    ``family``: its ``xmc.model_kind`` tag, else from the logged model's metadata (None: not
+    recorded); ``dataset``, ``lineage``: the training data (``serving.registry.lineage``,
+    ``not recorded`` for a version registered before xmc recorded them)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -42,6 +48,8 @@ class VersionEntry(BaseModel):
     created: str
     run_id: str | None
     family: str | None
+    dataset: str = NOT_RECORDED
+    lineage: str = NOT_RECORDED
     aliases: list[str]
     promotion: dict[str, str]
     rollback: dict[str, str]
@@ -77,7 +85,7 @@ def list_versions(cfg: XmcConfig) -> RegistryListing:
     try:
         model = store.client.get_registered_model(name)
     except MlflowException:
-        return empty.model_copy(update={"message": f"no registered model named {name!r} in {uri}"})
+        return empty.model_copy(update={"message": _no_such_model(store)})
     aliases: dict[str, list[str]] = {}  # version searches leave ``aliases`` empty: from the model
     for held, version in sorted(model.aliases.items()):
         aliases.setdefault(str(version), []).append(held)
@@ -87,13 +95,27 @@ def list_versions(cfg: XmcConfig) -> RegistryListing:
     )
 
 
+def _no_such_model(store: RegistryStore) -> str:
+    """There is no model ``store.name``: which ones there are, and how to pick one."""
+    message = f"no registered model named {store.name!r} in {store.uri}"
+    names = sorted(m.name for m in store.client.search_registered_models())
+    if not names:
+        return message
+    return (
+        f"{message}; registered: {', '.join(names)}\n"
+        "  fix: pick one with --set registry.model_name=NAME (or data.dataset=DATASET)"
+    )
+
+
 def _entry(store: RegistryStore, v: ModelVersion, aliases: list[str]) -> VersionEntry:
     created = datetime.fromtimestamp(int(v.creation_timestamp) / 1000, UTC)
     return VersionEntry(
         version=str(v.version),
         created=created.isoformat(timespec="seconds"),
         run_id=v.run_id,
-        family=_family(store, str(v.version)),
+        family=v.tags.get(FAMILY_TAG) or _family(store, str(v.version)),
+        dataset=recorded_dataset(v.tags),
+        lineage=lineage_text(v.tags),
         aliases=aliases,
         promotion=_tags(v.tags, PROMOTION_TAG),
         rollback=_tags(v.tags, ROLLBACK_TAG),
@@ -112,7 +134,7 @@ def _family(store: RegistryStore, version: str) -> str | None:
 
     try:
         location = store.client.get_model_version_download_uri(store.name, version)
-        with tempfile.TemporaryDirectory(prefix="xmc-mlmodel-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="xmc-mlmodel-") as tmp, quiet_downloads():
             path = mlflow.artifacts.download_artifacts(
                 artifact_uri=f"{location.rstrip('/')}/MLmodel",
                 dst_path=tmp,
@@ -135,7 +157,8 @@ def format_listing(listing: RegistryListing) -> str:
     versions = counted(len(listing.versions), "version")
     head = f"{listing.model_name}: {versions} ({listing.tracking_uri})"
     held = f"version {listing.holder}" if listing.holder else "nobody"
-    rows = [["version", "created", "run", "family", "decision", "figure", "vs champion", "reason"]]
+    rows = [["version", "created", "run", "family", "dataset", "lineage", "decision", "figure"]]
+    rows[0] += ["vs champion", "reason"]
     rows += [_row(v, listing.alias) for v in listing.versions]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     table = [
@@ -157,14 +180,15 @@ def _row(v: VersionEntry, alias: str) -> list[str]:
     versus = "-"
     if champion not in ("none", v.version):
         versus = f"{_percent(p.get('champion'))} (v{champion})"
-    reason = p.get("reason", "")
+    reason = p.get("reason", "") + (f"; fix: {p['fix']}" if p.get("fix") else "")
     if v.rollback:
         reason += f"; alias rolled back to it from version {v.rollback.get('from')}"
     if alias in v.aliases:
         reason = f"[@{alias}] {reason}"
     created = v.created.replace("T", " ").replace("+00:00", " UTC")
     run = (v.run_id or "-")[:8]
-    return [v.version, created, run, v.family or "?", decision, figure, versus, reason]
+    data = [v.dataset, v.lineage]
+    return [v.version, created, run, v.family or "?", *data, decision, figure, versus, reason]
 
 
 def _percent(text: str | None) -> str:

@@ -1,15 +1,16 @@
 """Gated promotion, manual promotion and rollback of registered model versions (MLflow aliases).
 
 The serving alias (``registry.alias``, e.g. ``champion``) names exactly one version of
-``registry.model_name``. ``promote_gated`` evaluates a new version and the alias holder on the
-*same* held-out split of one dataset, from raw text (``serving.evaluation``), and moves the alias
-only when the new version's ``registry.metric`` is at least the holder's plus
-``registry.margin``. Every decision is recorded as tags on the version it concerns
-(``xmc.promotion.*``), each version's figures are cached as a JSON artifact of its run (named by
-the tag ``xmc.eval_file.<split>``, keyed by the dataset fingerprint, the evaluation settings and
-the ``xmc_core`` code; see ``store``) so a champion is not re-evaluated, and the registered
-model keeps the alias's recent holders (``xmc.alias_history.<alias>``, JSON list, oldest first)
-for ``rollback``.
+``registry.model_name``. ``promote_gated`` refuses a new version of another lineage than the
+holder's (``serving.registry.lineage``: trained on other labels; never evaluated nor compared);
+else it evaluates the new version and the alias holder on the *same* held-out split of one
+dataset, from raw text (``serving.evaluation``), and moves the alias only when the new version's
+``registry.metric`` is at least the holder's plus ``registry.margin``. Every decision is
+recorded as tags on the version it concerns (``xmc.promotion.*``), each version's figures are
+cached as a JSON artifact of its run (named by the tag ``xmc.eval_file.<split>``, keyed by the
+dataset fingerprint, the evaluation settings and the ``xmc_core`` code; see ``store``) so a
+champion is not re-evaluated, and the registered model keeps the alias's recent holders
+(``xmc.alias_history.<alias>``, JSON list, oldest first) for ``rollback``.
 
 Concurrency: every read-compare-set of the alias runs under an exclusive ``fcntl.flock`` on
 ``<mlflow_dir>/locks/registry-<name>-<alias>.lock`` (threads and processes of one machine; a
@@ -28,6 +29,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
 from xmc_core.evaluation.metrics import percent
+from xmc_core.serving.registry.lineage import refusal
 from xmc_core.serving.registry.reconcile import reconcile_locked
 from xmc_core.serving.registry.store import (
     HISTORY_TAG,
@@ -69,7 +71,9 @@ def version_metrics(
 
 def promote_gated(cfg: XmcConfig, version: str, dataset: Path) -> Decision:
     """Give the alias to ``version`` if it beats the holder by ``registry.margin`` on the
-    held-out split of ``dataset`` (the first version of a model: promoted, no champion)."""
+    held-out split of ``dataset`` (the first version of a model: promoted, no champion); a
+    version of another lineage than the holder's is refused, never evaluated nor compared
+    (``serving.registry.lineage.refusal``)."""
     store = RegistryStore(cfg)
     version = store.require_version(version)
     dataset = Path(dataset)
@@ -77,13 +81,21 @@ def promote_gated(cfg: XmcConfig, version: str, dataset: Path) -> Decision:
     split = cfg.registry.eval_split
     new_metrics = store.cached_metrics(version, split, key)
     fresh = new_metrics is None
-    if new_metrics is None:
+    if fresh and refusal(store, version, store.holder()) is None:
         new_metrics = _evaluate(cfg, version, dataset)  # outside the lock: the slow part
     with registry_lock(cfg):
-        if fresh:
-            store.cache_metrics(version, split, key, new_metrics)
         for _ in range(_CAS_ATTEMPTS):
             holder = store.holder()
+            refused = refusal(store, version, holder)
+            if refused is not None:
+                decision = _refused(cfg, version, holder, *refused)
+                store.record(decision)
+                return decision
+            if new_metrics is None:  # refused until the holder changed: evaluated now
+                new_metrics = _evaluate(cfg, version, dataset)
+            if fresh:
+                store.cache_metrics(version, split, key, new_metrics)
+                fresh = False
             if holder == version:
                 return _unchanged(cfg, version, "gated", new_metrics)
             champion = None if holder is None else version_metrics(cfg, holder, dataset, store)
@@ -119,9 +131,11 @@ def promote_version(cfg: XmcConfig, version: str) -> Decision:
 
 
 def rollback(cfg: XmcConfig) -> Decision:
-    """Give the alias back to its previous holder (from the alias history)."""
+    """Give the alias back to its previous holder (from the alias history), after reconciling
+    what a killed run left half done (``serving.reconcile``)."""
     store = RegistryStore(cfg)
     with registry_lock(cfg):
+        reconcile_locked(store)
         holder = store.holder()
         if holder is None:
             raise XmcError(
@@ -164,6 +178,8 @@ def format_decision(d: Decision) -> str:
     elif d.promoted:
         how = " by hand" if d.kind == "manual" else ""
         head = f"promoted version {d.version} to {target}{how} (was {was})"
+    elif d.refused:
+        return f"version {d.version} refused; {target} stays at {was}\n  {d.reason}\n  fix: {d.fix}"
     else:
         head = f"version {d.version} not promoted; {target} stays at {was}"
     figures = f"{d.metric} of version {d.version} {percent(d.new_value)}"
@@ -189,6 +205,12 @@ def _gate(
     sign = ">=" if promoted else "<"
     reason = f"gain {100 * (new_value - old):+.2f} pt {sign} margin {100 * margin:.2f} pt"
     return _decision(cfg, version, holder, new_value, old, promoted, reason, "gated")
+
+
+def _refused(cfg: XmcConfig, version: str, holder: str | None, reason: str, fix: str) -> Decision:
+    """The gate's refusal to compare ``version`` with ``holder`` (another lineage)."""
+    decision = _decision(cfg, version, holder, None, None, False, reason, "gated")
+    return decision.model_copy(update={"refused": True, "fix": fix})
 
 
 def _decision(

@@ -3,15 +3,17 @@
 A SIGKILL can stop a training run between the registration of a version and its promotion (a
 version with no decision, its MLflow run left RUNNING for ever), or a promotion right after the
 alias moved (the new holder still tagged with an older decision such as ``rejected``).
-:func:`reconcile` runs at the start of every registering run and of ``xmc promote``; under the
-registry lock it
+:func:`reconcile` runs at the start of every registering run, of ``xmc promote`` and of
+``xmc rollback``; under the registry lock it
 
 - closes the runs stuck RUNNING whose process is gone (run tag ``xmc.process``, see
   ``registry_store.process_identity``): status KILLED and a tag ``xmc.reconciled`` saying why;
 - tags every version that has no decision and whose registering process is gone
   ``xmc.promotion.decision = abandoned``, with the reason (a version registered without
   ``xmc.process``, by hand or by an older xmc, counts as gone once its run has ended);
-- makes the alias holder's decision ``promoted`` when it says anything else.
+- makes the alias holder's decision ``promoted`` when it says anything else (``abandoned``,
+  ``rejected``, none: a kill right after the alias moved), and appends the holder to the alias
+  history when it is not its last entry (a kill between the alias move and the history write).
 
 A process of another host cannot be checked: its runs and versions are left alone.
 """
@@ -74,9 +76,24 @@ def reconcile_locked(store: RegistryStore, experiment_ids: Iterable[str] = ()) -
                 f"not evaluated (reconciled {now})"
             )
             notes.append(_decide(store, number, "abandoned", reason, now))
+    if holder is not None:
+        notes += _complete_history(store, holder)
     for note in notes[n_runs:]:
         log.warning("registry reconciled: %s", note)
     return notes
+
+
+def _complete_history(store: RegistryStore, holder: str) -> list[str]:
+    """Append the alias ``holder`` to the alias history when it is not its last entry (a kill
+    between the alias move and the history write) -> the note of the repair, if any."""
+    history = store.history()
+    if history and history[-1] == holder:
+        return []
+    store.write_history([*history, holder])
+    return [
+        f"{store.name}@{store.alias} history: version {holder} appended (it holds the alias; "
+        "the run that moved it stopped before recording it)"
+    ]
 
 
 def close_stuck_runs(

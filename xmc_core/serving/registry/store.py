@@ -12,9 +12,11 @@ Tags written (all strings):
   ``xmc.eval.<split>`` of older registries is still read (and dropped when the figures are
   cached again);
 - version ``xmc.promotion.*``: the last gated or manual decision about the version
-  (``decision`` promoted|rejected, ``kind``, ``metric``, ``new``, ``champion``,
-  ``champion_version``, ``margin``, ``reason``, ``at``); ``xmc.rollback.from`` / ``.at`` on a
-  version the alias was rolled back to;
+  (``decision`` promoted|rejected|refused, ``kind``, ``metric``, ``new``, ``champion``,
+  ``champion_version``, ``margin``, ``reason``, ``at``; ``fix`` for a refusal);
+  ``xmc.rollback.from`` / ``.at`` on a version the alias was rolled back to;
+- version ``xmc.model_kind``, ``xmc.dataset*``, ``xmc.lineage.*`` at registration: the family
+  and the training data (``serving.registry.lineage``);
 - registered model ``xmc.alias_history.<alias>``: JSON list of the alias's holders, oldest
   first, at most ``HISTORY_LIMIT``.
 """
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from xmc_core.config import XmcConfig
+from xmc_core.config import DATASET_PLACEHOLDER, XmcConfig
 from xmc_core.errors import InputError, XmcError
 
 if TYPE_CHECKING:
@@ -57,7 +59,10 @@ LOCK_TIMEOUT_S = 3600.0
 PROCESS_TAG = "xmc.process"
 """Run and version tag: ``host:pid:start`` of the process that created it (see
 :func:`process_identity`)."""
+FAMILY_TAG = "xmc.model_kind"
+"""Run and version tag: the model's family."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 _SCHEMA_READY: set[str] = set()
 _SCHEMA_GUARD = threading.Lock()
 
@@ -93,6 +98,21 @@ def ensure_schema(uri: str) -> None:
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         _SCHEMA_READY.add(uri)
+
+
+@contextmanager
+def quiet_downloads() -> Iterator[None]:
+    """No MLflow download progress bars during the block (unless the user set
+    ``$MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``): the registry downloads small files (a version's
+    ``MLmodel``, cached figures) whose bars would only clutter ``xmc registry``'s output."""
+    if _PROGRESS_BAR_ENV in os.environ:
+        yield
+        return
+    os.environ[_PROGRESS_BAR_ENV] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(_PROGRESS_BAR_ENV, None)
 
 
 def tracking_client(uri: str) -> MlflowClient:
@@ -179,7 +199,8 @@ class Decision(BaseModel):
     ``version``: the version concerned (the candidate, or the rollback target); ``previous``: the
     alias holder before (None: no holder); ``new_value`` / ``champion_value``: ``metric`` of the
     version and of the previous holder on the same documents (None: not evaluated);
-    ``at``: UTC time, ISO 8601.
+    ``refused``: not compared at all (another lineage, ``serving.registry.lineage``), ``fix``
+    saying what to do; ``at``: UTC time, ISO 8601.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -196,12 +217,19 @@ class Decision(BaseModel):
     reason: str
     kind: Literal["gated", "manual", "rollback"]
     at: str
+    refused: bool = False
+    fix: str = ""
 
 
 class RegistryStore:
     """Alias, versions, tags and alias history of ``cfg.registry.model_name``."""
 
     def __init__(self, cfg: XmcConfig) -> None:
+        if DATASET_PLACEHOLDER in cfg.registry.model_name:
+            raise ValueError(
+                f"registry.model_name {cfg.registry.model_name!r} is a template: name the model "
+                "first (serving.registry.lineage.for_corpus / for_command)"
+            )
         self.uri = cfg.tracking_uri()
         self.name = cfg.registry.model_name
         self.alias = cfg.registry.alias
@@ -293,9 +321,13 @@ class RegistryStore:
             if expected is not None and (not history or history[-1] != expected):
                 history.append(expected)
             history.append(version)
+        self.write_history(history)
+        return True
+
+    def write_history(self, history: list[str]) -> None:
+        """Record ``history`` (oldest first; the last ``HISTORY_LIMIT`` holders) as the alias's."""
         value = json.dumps(history[-HISTORY_LIMIT:])
         self.client.set_registered_model_tag(self.name, HISTORY_TAG + self.alias, value)
-        return True
 
     def cached_metrics(self, version: str, split: str, key: dict[str, str]) -> dict | None:
         """The figures cached on ``version`` for ``split`` if computed under ``key``."""
@@ -346,7 +378,7 @@ class RegistryStore:
         if not run_id:
             return None
         try:
-            with tempfile.TemporaryDirectory(prefix="xmc-eval-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="xmc-eval-") as tmp, quiet_downloads():
                 local = self.client.download_artifacts(run_id, path, tmp)
                 return Path(local).read_text(encoding="utf-8")
         except (MlflowException, OSError, UnicodeDecodeError):
@@ -358,8 +390,9 @@ class RegistryStore:
             tags: dict[str, Any] = {"from": decision.previous, "at": decision.at}
             prefix = ROLLBACK_TAG
         else:
+            verdict = "refused" if decision.refused else "rejected"
             tags = {
-                "decision": "promoted" if decision.promoted else "rejected",
+                "decision": "promoted" if decision.promoted else verdict,
                 "kind": decision.kind,
                 "metric": decision.metric,
                 "new": decision.new_value,
@@ -369,6 +402,8 @@ class RegistryStore:
                 "reason": decision.reason,
                 "at": decision.at,
             }
+            if decision.fix:
+                tags["fix"] = decision.fix
             prefix = PROMOTION_TAG
         for key, value in tags.items():
             text = "none" if value is None else str(value)
