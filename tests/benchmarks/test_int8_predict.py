@@ -24,6 +24,7 @@ def test_float32_and_int8_predictions_of_one_saved_model(tmp_path: Path) -> None
     bench_common.prepare(data, work, keep_corpus=True)
     corpus = Corpus(work / "corpus")
     given = ["model.kind=xr-transformer", "matcher.device=cpu", f"work_dir={tmp_path / 'w'}"]
+    given += ["matcher.predict_runtime=onnx-int8"]  # saved int8: the script re-exports it
     cfg = XmcConfig.load(None, [*TINY_TREE, *given])
     train_model(featurize(corpus, cfg), cfg, corpus).save(tmp_path / "model")
     out = tmp_path / "int8.json"
