@@ -138,7 +138,10 @@ class MatcherConfig(Section):
     train_docs: int | None = Field(None, ge=1, description="subsample (reduced CPU runs)")
     device: str = Field("auto", description="auto (CUDA if present), cpu, cuda, cuda:N")
     bf16: bool = Field(True, description="bf16 autocast on CUDA")
-    embed_batch_size: int = Field(128, ge=1)
+    embed_batch_size: int = Field(
+        128, ge=1, description="documents per encoder pass when embedding, all of one length "
+        "(no padding, so a document's embedding is the same in any batch)",
+    )  # fmt: skip
     embedding_weight: float = Field(1.0, gt=0)
     predict_runtime: Runtime = Field(
         "torch", description="the saved model's encoder on a CPU at predict time: torch "

@@ -1,10 +1,12 @@
 """The int8 ONNX encoder (``matcher.predict_runtime: onnx-int8``): close to the torch encoder,
-saved with the model, loaded back identical, clear errors."""
+saved with the model, loaded back identical, clear errors; and in every runtime a document's
+embedding and labels never depend on its batch (issue 34)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
@@ -50,6 +52,40 @@ def test_embeddings_are_unit_rows_close_to_torch_in_input_order(encoder, int8, t
     alone = np.concatenate([int8.embed(tokens.take(np.array([i])), 1) for i in range(3)])
     assert np.sum(alone * fast, axis=1).min() > 0.98
     assert fast.tobytes() == int8.embed(tokens, 8).tobytes()  # deterministic
+
+
+BATCH_SIZES = (1, 7, 64)  # 64: the fixtures' matcher.embed_batch_size
+
+
+@pytest.fixture(scope="module")
+def mixed_texts(tx_dataset) -> list[str]:
+    """60 test documents of 3 to 21 words (the split's texts, cut)."""
+    texts = Corpus(tx_dataset).read_split("test", ["text"]).column("text").to_pylist()[:60]
+    return [" ".join(text.split()[: 3 + 3 * (i % 7)]) for i, text in enumerate(texts)]
+
+
+@pytest.fixture(scope="module")
+def mixed_tokens(mixed_texts, tx_encoder_dir):
+    """40 of them tokenized (32 tokens at most): many lengths, several documents of each."""
+    tokens = tokenize_texts(load_tokenizer(tx_encoder_dir), mixed_texts[:40], 32)
+    counts = np.bincount(tokens.lengths)
+    assert np.count_nonzero(counts) >= 5 and counts.max() >= 3, counts
+    return tokens
+
+
+@pytest.mark.parametrize("runtime", ["float32", "onnx-int8"])
+def test_a_documents_embedding_never_depends_on_its_batch(runtime, encoder, int8, mixed_tokens):
+    def run(tokens, batch_size):
+        if runtime == "onnx-int8":
+            return int8.embed(tokens, batch_size)
+        return embed(encoder, tokens, torch.device("cpu"), batch_size, False)
+
+    alone = run(mixed_tokens, 1)
+    for batch_size in BATCH_SIZES[1:]:  # int8 quantized per batch: 7e-5 apart here
+        np.testing.assert_allclose(run(mixed_tokens, batch_size), alone, rtol=0, atol=1e-6)
+    order = np.random.default_rng(0).permutation(mixed_tokens.n_docs)
+    shuffled = run(mixed_tokens.take(order), BATCH_SIZES[-1])
+    np.testing.assert_allclose(shuffled, alone[order], rtol=0, atol=1e-6)
 
 
 def test_export_leaves_the_encoder_in_its_mode_and_attention(encoder):
@@ -198,6 +234,37 @@ def test_model_predicts_with_int8_and_round_trips(tmp_path, int8_model, tx_datas
     assert agree >= 0.9, agree
 
 
+@pytest.mark.parametrize("runtime", ["torch", "onnx-int8"])
+def test_a_documents_labels_never_depend_on_its_batch(runtime, int8_model, mixed_texts):
+    texts = mixed_texts
+    features = int8_model.encoder.on_runtime(runtime)
+    assert (features.int8 is not None) == (runtime == "onnx-int8")
+
+    def top5(batch_size, rows):
+        model = int8_model.with_encoder(replace(features, batch_size=batch_size))
+        return ranked(model.predict([texts[i] for i in rows], topk=5))
+
+    rows = np.arange(len(texts))
+    labels, scores = top5(BATCH_SIZES[-1], rows)
+    order = np.random.default_rng(1).permutation(rows)
+    # each batch size, a shuffled request, and a request of one text (as in `xmc serve`)
+    for batch_size, asked in [(1, rows), (7, rows), (BATCH_SIZES[-1], order), (7, rows[[5]])]:
+        got_labels, got_scores = top5(batch_size, asked)
+        assert got_labels == [labels[i] for i in asked], (batch_size, asked)
+        np.testing.assert_allclose(got_scores, scores[asked], rtol=0, atol=1e-6)
+
+
+def ranked(scores) -> tuple[list[list[int]], np.ndarray]:
+    """Each row's label ids best first, and their scores (n, 5), of a top-5 csr."""
+    labels, values = [], np.zeros((scores.shape[0], 5), dtype=np.float32)
+    for i in range(scores.shape[0]):
+        row = scores[i]
+        best = np.argsort(-row.data, kind="stable")
+        labels.append(row.indices[best].tolist())
+        values[i, : len(best)] = row.data[best]
+    return labels, values
+
+
 def top_label(scores, row: int) -> int:
     r = scores[row]
     return int(r.indices[np.argmax(r.data)])
@@ -211,6 +278,20 @@ def test_unknown_runtime_in_meta_fails_clearly(tmp_path, int8_model):
     (folder / "meta.json").write_text(json.dumps(meta | {"runtime": "tensorrt"}))
     with pytest.raises(ArtifactError, match="runtime 'tensorrt'"):
         EmbeddingFeatures.load(folder, "cpu")
+
+
+def test_an_int8_encoder_quantized_per_batch_is_exported_again_on_load(tmp_path, int8_model):
+    import onnx
+
+    features = int8_model.encoder
+    assert features.int8.per_token  # the export marks its graph
+    older = onnx.load_from_string(features.int8.model)
+    del older.metadata_props[:]  # as saved before issue 34 (quantize_dynamic's graph)
+    stale = Int8Encoder(older.SerializeToString(), features.int8.hidden_size)
+    assert not stale.per_token
+    replace(features, int8=stale).save(tmp_path / "features")
+    loaded = EmbeddingFeatures.load(tmp_path / "features", "cpu")
+    assert loaded.int8.per_token and loaded.int8.model != stale.model
 
 
 def test_a_served_int8_model_pins_onnxruntime() -> None:

@@ -3,12 +3,13 @@ prediction (``matcher.predict_runtime: onnx-int8``) and, if asked, training's em
 (``matcher.embed_runtime: onnx-int8``, :func:`embed_on`).
 
 ONNX Runtime (the ``onnx`` extra) runs the encoder with int8 weights (one scale per output
-channel) and activations quantized on the fly (dynamic quantization), on the CPU's int8
-instructions (VNNI where present). The model is exported from the torch encoder when the
-model is built and saved beside it as ``encoder-int8.onnx``: an ONNX protobuf, no pickle
-(a training pass exports the encoder as it stands and keeps it in memory only). Speed and the
-P@1 it costs: BENCHMARKS.md "int8 prediction through ONNX Runtime".
-"""
+channel) and activations quantized on the fly, one scale per token
+(:mod:`~xmc_core.transformer.int8_graph`), on the CPU's int8 instructions (VNNI where
+present): a document's embedding is the same whatever the other documents of its batch. The
+model is exported from the torch encoder when the model is built and saved beside it as
+``encoder-int8.onnx``: an ONNX protobuf, no pickle (a training pass exports the encoder as it
+stands and keeps it in memory only). Speed and the P@1 it costs: BENCHMARKS.md "int8
+prediction through ONNX Runtime"."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import torch
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.storage.atomic import write_bytes
 from xmc_core.transformer.encoder import by_length, embed
+from xmc_core.transformer.int8_graph import METADATA_KEY, PER_TOKEN, quantize_per_token
 
 if TYPE_CHECKING:
     from xmc_core.config import MatcherConfig
@@ -66,11 +68,11 @@ def _quiet() -> Iterator[None]:
 
 def export_int8(encoder: TextEncoder) -> bytes:
     """``encoder`` as a serialized int8 ONNX model: a float32 export with plain ("eager")
-    attention, then dynamic quantization of every matrix product's weights, per output channel
-    (the token embeddings stay float32): the graph BENCHMARKS.md "int8 prediction through ONNX
-    Runtime" measured (ONNX Runtime's BERT fusions before quantizing ran no faster)."""
+    attention, then every matrix product by a weight matrix quantized per token and output
+    channel (:func:`~xmc_core.transformer.int8_graph.quantize_per_token`; the token embeddings
+    and the attention's products stay float32)."""
     _runtime()
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    import onnx
 
     # a padded example, so that the traced graph keeps the attention mask
     ids = torch.ones((2, 8), dtype=torch.int64)
@@ -82,17 +84,13 @@ def export_int8(encoder: TextEncoder) -> bytes:
     encoder.body.set_attn_implementation("eager")
     try:
         with tempfile.TemporaryDirectory(prefix="xmc-onnx-") as tmp, _quiet():
-            fp32, int8 = Path(tmp) / "encoder.onnx", Path(tmp) / "encoder-int8.onnx"
+            fp32 = Path(tmp) / "encoder.onnx"
             torch.onnx.export(
                 encoder, (ids, mask), fp32, input_names=list(INPUTS),
                 output_names=["embedding"], dynamic_axes=axes, opset_version=OPSET,
                 dynamo=False,
             )  # fmt: skip
-            quantize_dynamic(
-                fp32, int8, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
-                per_channel=True,
-            )  # fmt: skip
-            return int8.read_bytes()
+            return quantize_per_token(onnx.load(fp32)).SerializeToString()
     finally:
         encoder.body.set_attn_implementation(attention)
         encoder.train(was_training)
@@ -120,6 +118,9 @@ class Int8Encoder:
             raise ArtifactError(where, problem, "re-save the model") from err
         self.model = model
         self.hidden_size = hidden_size
+        metadata = self.session.get_modelmeta().custom_metadata_map
+        self.per_token = metadata.get(METADATA_KEY) == PER_TOKEN
+        """False for a model saved before issue 34 (one scale over the whole batch)."""
 
     @classmethod
     def from_encoder(cls, encoder: TextEncoder) -> Int8Encoder:
@@ -139,7 +140,8 @@ class Int8Encoder:
         return cls(path.read_bytes(), hidden_size, path)
 
     def embed(self, tokens: TokenizedTexts, batch_size: int, what: str = "embedding") -> np.ndarray:
-        """Unit-norm embeddings float32 (n, hidden) of tokenized texts, in input order."""
+        """Unit-norm embeddings float32 (n, hidden) of tokenized texts, in input order
+        (batched by :func:`~xmc_core.transformer.encoder.by_length`)."""
 
         def run(rows: np.ndarray) -> np.ndarray:
             ids, mask = tokens.batch(rows, torch.device("cpu"))

@@ -169,7 +169,8 @@ class EmbeddingFeatures:
     @classmethod
     def load(cls, folder: str | Path, device: str) -> EmbeddingFeatures:
         """Read a folder written by :meth:`save` (no download: everything is local); the
-        encoder will run on ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``)."""
+        encoder will run on ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``). An int8
+        encoder saved with one quantization scale per batch is exported again (per token)."""
         from xmc_core.transformer.encoder import TextEncoder
 
         folder = Path(folder)
@@ -185,4 +186,6 @@ class EmbeddingFeatures:
             from xmc_core.transformer.onnx_int8 import Int8Encoder
 
             int8 = Int8Encoder.load(folder, encoder.hidden_size)
+            if not int8.per_token:  # saved before issue 34: batch-dependent, so export again
+                int8 = Int8Encoder.from_encoder(encoder)
         return cls(encoder, tokenizer, weight, batch, device, bf16, runtime, int8)
