@@ -102,6 +102,7 @@ def test_same_seed_same_network_and_resume_ends_the_same(
     assert (tmp_path / ".c.resume" / "state.json").is_file()
     monkeypatch.setattr(trainer.EpochLoop, "save_resume", save)
     ticks = iter(range(0, 10**6, 31))  # every clock reading 31 s on: a progress line a step
+    caplog.clear()  # only the resumed run's lines (an earlier test may leave xmc_core at INFO)
     with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
         resumed = train_network(tokens, Y, init, cfg, tmp_path / "c", clock=lambda: next(ticks))
     assert "xml-cnn: resumed after epoch 2 from" in caplog.text
@@ -126,6 +127,7 @@ def test_time_budget_and_early_stopping(
     done = train_network(tokens, Y, init, budget, tmp_path / "t", clock=lambda: next(ticks))
     assert len(done.history) == 1 and done.stopped == "time budget of 2m30s reached"
     ticks = iter(range(0, 10**6, 31))
+    caplog.clear()  # only this run's lines
     with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
         train_network(
             tokens, Y, init, budget.model_copy(update={"time_budget_s": 200.0}),
