@@ -9,7 +9,9 @@ Inside :func:`on_ctrl_c` the first SIGINT raises :class:`Interrupted` where the 
 its text saying what stopped and how a rerun resumes; the command unwinds (its ``finally``
 clauses stop what it started) and :func:`~xmc_core.app.entry.run_command` prints that text as
 the one line, exit status :data:`EXIT_INTERRUPTED`. A second SIGINT during that clean-up runs
-``last`` (kill what is left) and ends the process at once.
+``last`` (kill what is left) and ends the process at once. Where C code calling back into Python
+drops the error (a ctypes callback: numba compiling through llvmlite), the Ctrl-C is raised
+again once the callback has returned.
 """
 
 from __future__ import annotations
@@ -85,8 +87,13 @@ def on_ctrl_c(
         yield
         return
     said: list[str] = []
+    dropped: list[bool] = []  # the Interrupted raised was dropped: raise it again
+    timers: list[threading.Timer] = []
 
     def handle(_signum: int, _frame: FrameType | None) -> None:
+        if dropped:
+            dropped.clear()
+            raise Interrupted(said[0])
         if not said:
             said.append(describe())
             if first is not None:
@@ -100,12 +107,29 @@ def on_ctrl_c(
         finally:
             os._exit(EXIT_INTERRUPTED)
 
-    previous = signal.signal(signal.SIGINT, handle)
+    def unraisable(error: sys.UnraisableHookArgs) -> None:
+        if not isinstance(error.exc_value, Interrupted):
+            hook(error)
+            return
+        # raised inside a callback from C that drops errors: a SIGINT again, from another
+        # thread (here the handler would run at once), once this thread is back in Python
+        dropped.append(True)
+        main = threading.main_thread().ident
+        timers.append(threading.Timer(0.01, signal.pthread_kill, (main, signal.SIGINT)))
+        timers[-1].start()
+
+    previous, hook = signal.signal(signal.SIGINT, handle), sys.unraisablehook
+    sys.unraisablehook = unraisable
     try:
         yield
+        if said:  # its Interrupted dropped, the command ended before it came again
+            raise Interrupted(said[0])
     except BaseException as err:
         if said and not isinstance(err, Interrupted):  # what the unwinding raised after it
             raise Interrupted(said[0]) from err
         raise
     finally:  # None: a handler not set from Python
+        for timer in timers:
+            timer.cancel()
         signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+        sys.unraisablehook = hook

@@ -5,7 +5,9 @@ status 130, a second during a clean-up that hangs exits at once and kills what i
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.cli_helpers import press_ctrl_c
@@ -49,3 +51,33 @@ def test_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     )  # fmt: skip
     assert stopped.returncode == 130  # not 60 s later; the helper is gone (press_ctrl_c)
     assert stopped.after == "cleaning up, helper running\ninterrupted: demo stopped at step 2\n"
+
+
+SWALLOWED = """
+import ctypes, signal, sys, time
+from xmc_core.app.entry import run_command
+from xmc_core.interrupt import on_ctrl_c
+
+@ctypes.CFUNCTYPE(None)
+def callback():  # as numba's compiler calls back into Python through llvmlite
+    signal.raise_signal(signal.SIGINT)  # the handler runs in here, where ctypes drops errors
+    print("the rest of the callback", flush=True)
+
+def command():
+    with on_ctrl_c(lambda: "demo stopped in a callback"):
+        callback()
+        time.sleep(5)  # the Ctrl-C lands here, once the callback has returned
+        print("finished anyway", flush=True)
+
+sys.exit(run_command(command))
+"""
+
+
+def test_a_ctrl_c_inside_a_ctypes_callback_stops_the_command_after_it() -> None:
+    """A Ctrl-C during numba's compilation once raised inside llvmlite's ctypes callback, which
+    prints the error and drops it: the run went on to the end (seen in the flow test)."""
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SWALLOWED], capture_output=True, text=True)
+    assert time.monotonic() - start < 4.5  # not after its 5 s of work
+    assert (done.returncode, done.stdout) == (130, "")
+    assert done.stderr == "interrupted: demo stopped in a callback\n"
