@@ -291,7 +291,7 @@ def log_training_run(
 
     from xmc_core.serving.package import log_model
     from xmc_core.serving.registry.lineage import for_corpus, version_tags
-    from xmc_core.serving.registry.store import PROCESS_TAG, process_identity
+    from xmc_core.serving.registry.locking import PROCESS_TAG, process_identity
 
     cfg = for_corpus(cfg, outputs["corpus"])  # registry.model_name's {dataset}
     log = get_run_logger()

@@ -14,15 +14,13 @@ from xmc_core.errors import InputError
 from xmc_core.intake.landing import (
     FORMAT_FILES,
     IGNORED_NAMES,
-    REASON_FILE,
     Drop,
-    archive,
     detect_format,
     ingest_drop,
     is_ignored,
-    quarantine,
     scan_drops,
 )
+from xmc_core.intake.quarantine import REASON_FILE, archive, quarantine
 
 LINES_OK = {
     "train_texts.txt": "one\ntwo\n",

@@ -12,12 +12,8 @@ from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
 from xmc_core.errors import InputError
-from xmc_core.intake.merge import (
-    current_corpus,
-    merge_corpora,
-    merge_into_store,
-    set_current_corpus,
-)
+from xmc_core.intake.corpus_store import current_corpus, merge_into_store, set_current_corpus
+from xmc_core.intake.merge import merge_corpora
 
 Doc = tuple[str, str, str]  # doc id, text, comma-separated labels
 

@@ -19,13 +19,11 @@ from xmc_core.app.cli import _parser, main
 from xmc_core.config import XmcConfig
 from xmc_core.errors import ArtifactError, InputError
 from xmc_core.intake.landing import (
-    archive,
     examine,
     ingest_drop,
-    quarantine,
-    safe_name,
     scan_drops,
 )
+from xmc_core.intake.quarantine import archive, quarantine, safe_name
 
 pytestmark = pytest.mark.reliability
 

@@ -42,15 +42,14 @@ from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import Policies
 from xmc_core.errors import InputError
 from xmc_core.evaluation.report import read_json
+from xmc_core.intake.corpus_store import current_corpus, merge_into_store, set_current_corpus
 from xmc_core.intake.landing import (
     Drop,
-    archive,
     ingest_drop,
-    quarantine,
     scan_drops,
     unexpected_problem,
 )
-from xmc_core.intake.merge import current_corpus, merge_into_store, set_current_corpus
+from xmc_core.intake.quarantine import archive, quarantine
 from xmc_core.storage.atomic import write_json
 from xmc_core.wording import counted
 

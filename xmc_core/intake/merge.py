@@ -23,19 +23,13 @@ group boundaries above. The merged manifest records the most permissive policies
 (``error`` < ``drop`` < ``keep``) and in ``source`` the paths and fingerprints of the inputs; its
 ``dropped_*`` counts are 0, since what each input dropped is in that input's own manifest.
 
-The corpus store (``merge_into_store``, ``current_corpus``, ``set_current_corpus``) keeps merged
-corpora under ``root/<fingerprint[:16]>/`` and names the current one in ``root/current.json``.
+The corpus store that keeps merged corpora: :mod:`~xmc_core.intake.corpus_store`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -46,12 +40,10 @@ from xmc_core.corpus.importers.common import manifest_of
 from xmc_core.corpus.lineage import grown, lineage_of
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import SPLITS, Lineage, Manifest, Policies
-from xmc_core.corpus.writer import DatasetWriter, SplitWriter
+from xmc_core.corpus.split_writer import SplitWriter
+from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
-from xmc_core.storage.atomic import write_json
 
-CURRENT_FILE = "current.json"
-STORE_NAME_CHARS = 16
 _NO_AUTO_FLUSH = 2**62  # the writer never cuts a group by itself: we flush at our boundaries
 _PERMISSIVENESS = {"error": 0, "drop": 1, "keep": 2}
 
@@ -322,85 +314,3 @@ def prefix_doc_ids(src: Path, dest: Path, prefix: str) -> Manifest:
         if texts is not None:
             ds.set_label_texts(_label_text_dict(texts))
     return manifest_of(ds)
-
-
-def merge_into_store(
-    root: Path,
-    base: Path | None,
-    drops: list[Path],
-    rows_per_group: int,
-    lineage: Lineage | str | None = None,
-) -> Path:
-    """Merge into the store ``root`` (:func:`merge_corpora`, with ``lineage``): the result lands
-    in ``root/<fingerprint[:16]>``.
-
-    Written to a hidden temporary folder in ``root`` first, then renamed; if a folder of that
-    name already exists (the same content was merged before, e.g. a rerun) it is reused and the
-    new copy discarded. Returns the corpus folder. The current corpus is not changed.
-    """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".merge-", suffix=".tmp", dir=root))
-    try:
-        manifest = merge_corpora(base, drops, staging / "corpus", rows_per_group, lineage)
-        final = root / manifest.fingerprint[:STORE_NAME_CHARS]
-        if not final.exists():
-            try:
-                os.replace(staging / "corpus", final)
-            except OSError:
-                if not final.exists():  # not a concurrent twin: a real failure
-                    raise
-        _check_store_entry(final, manifest.fingerprint)
-        return final
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _check_store_entry(path: Path, fingerprint: str) -> None:
-    found = Corpus(path).fingerprint
-    if found != fingerprint:
-        raise InputError(
-            path,
-            f"store folder holds fingerprint {found}, expected {fingerprint}",
-            "the corpus store was edited by hand: move this folder out of the store",
-        )
-
-
-def current_corpus(root: Path) -> Path | None:
-    """The current corpus of store ``root`` (``root/current.json``), None if none was set."""
-    pointer = Path(root) / CURRENT_FILE
-    if not pointer.exists():
-        return None
-    try:
-        name = json.loads(pointer.read_text(encoding="utf-8"))["corpus"]
-    except (ValueError, KeyError, TypeError) as err:
-        raise InputError(
-            pointer, f"not a valid pointer file ({err})", "set the current corpus again"
-        ) from err
-    if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-        raise InputError(pointer, f"corpus {name!r} is not a folder name", "set it again")
-    path = Path(root) / name
-    if not path.is_dir():
-        raise InputError(
-            pointer, f"names corpus {name!r}, which is missing", "set the current corpus again"
-        )
-    return path
-
-
-def set_current_corpus(root: Path, path: Path) -> Path:
-    """Make ``path`` (a corpus folder directly in store ``root``) current; atomic. Returns it."""
-    root, path = Path(root), Path(path)
-    if path.resolve().parent != root.resolve():
-        raise InputError(
-            path, f"is not a corpus folder of the store {root}", "use merge_into_store"
-        )
-    corpus = Corpus(path)
-    write_json(
-        root / CURRENT_FILE,
-        {
-            "corpus": path.name,
-            "fingerprint": corpus.fingerprint,
-            "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        },
-    )
-    return path

@@ -30,13 +30,8 @@ from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import model_layout
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
-from xmc_core.serving.registry.store import (
-    FAMILY_TAG,
-    PROCESS_TAG,
-    RegistryStore,
-    process_identity,
-    registry_lock,
-)
+from xmc_core.serving.registry.locking import PROCESS_TAG, process_identity, registry_lock
+from xmc_core.serving.registry.store import FAMILY_TAG, RegistryStore
 from xmc_core.serving.resolve import MODEL_CLASS, find_model_folder
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.fingerprint import code_fingerprint, combine, path_fingerprint

@@ -27,8 +27,9 @@ from xmc_core.corpus.importers.common import (
 )
 from xmc_core.corpus.importers.textio import decode_line, iter_lines, strip_newline
 from xmc_core.corpus.schema import SPLITS, Manifest
+from xmc_core.corpus.split_writer import SplitWriter
 from xmc_core.corpus.values import brief
-from xmc_core.corpus.writer import DatasetWriter, SplitWriter
+from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:

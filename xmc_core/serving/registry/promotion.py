@@ -30,14 +30,9 @@ from xmc_core.corpus import Corpus
 from xmc_core.errors import XmcError
 from xmc_core.evaluation.metrics import percent
 from xmc_core.serving.registry.lineage import refusal
+from xmc_core.serving.registry.locking import registry_lock
 from xmc_core.serving.registry.reconcile import reconcile_locked
-from xmc_core.serving.registry.store import (
-    HISTORY_TAG,
-    PROMOTION_TAG,
-    Decision,
-    RegistryStore,
-    registry_lock,
-)
+from xmc_core.serving.registry.store import HISTORY_TAG, PROMOTION_TAG, Decision, RegistryStore
 from xmc_core.serving.resolve import local_model_dir
 from xmc_core.storage.fingerprint import closure_fingerprint
 

@@ -7,7 +7,7 @@ alias moved (the new holder still tagged with an older decision such as ``reject
 ``xmc rollback``; under the registry lock it
 
 - closes the runs stuck RUNNING whose process is gone (run tag ``xmc.process``, see
-  ``registry_store.process_identity``): status KILLED and a tag ``xmc.reconciled`` saying why;
+  ``locking.process_identity``): status KILLED and a tag ``xmc.reconciled`` saying why;
 - tags every version that has no decision and whose registering process is gone
   ``xmc.promotion.decision = abandoned``, with the reason (a version registered without
   ``xmc.process``, by hand or by an older xmc, counts as gone once its run has ended);
@@ -26,13 +26,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from xmc_core.config import XmcConfig
-from xmc_core.serving.registry.store import (
-    PROCESS_TAG,
-    PROMOTION_TAG,
-    RegistryStore,
-    process_gone,
-    registry_lock,
-)
+from xmc_core.serving.registry.locking import PROCESS_TAG, process_gone, registry_lock
+from xmc_core.serving.registry.store import PROMOTION_TAG, RegistryStore
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

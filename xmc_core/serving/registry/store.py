@@ -1,4 +1,5 @@
-"""What the promotion logic reads and writes in the MLflow model registry, and its lock.
+"""What the promotion logic reads and writes in the MLflow model registry (its lock:
+:mod:`~xmc_core.serving.registry.locking`).
 
 One ``RegistryStore`` per (tracking URI, ``registry.model_name``, ``registry.alias``); it uses
 ``MlflowClient(tracking_uri=cfg.tracking_uri())`` and never the global tracking URI.
@@ -28,10 +29,8 @@ import hashlib
 import json
 import os
 import re
-import socket
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from xmc_core.config import DATASET_PLACEHOLDER, XmcConfig
-from xmc_core.errors import InputError, XmcError
+from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -55,13 +54,10 @@ PROMOTION_TAG = "xmc.promotion."
 ROLLBACK_TAG = "xmc.rollback."
 HISTORY_TAG = "xmc.alias_history."
 HISTORY_LIMIT = 50
-LOCK_TIMEOUT_S = 3600.0
-PROCESS_TAG = "xmc.process"
-"""Run and version tag: ``host:pid:start`` of the process that created it (see
-:func:`process_identity`)."""
 FAMILY_TAG = "xmc.model_kind"
 """Run and version tag: the model's family."""
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+"""Characters replaced by ``_`` where a model name, alias or split names a file."""
 _PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 _SCHEMA_READY: set[str] = set()
 _SCHEMA_GUARD = threading.Lock()
@@ -130,67 +126,6 @@ def sqlite_path(uri: str) -> Path | None:
         return None
     path = uri[len("sqlite:///") :].split("?")[0]
     return None if path in ("", ":memory:") else Path(path)
-
-
-def process_identity(pid: int | None = None) -> str:
-    """``host:pid:start`` of a process (this one by default); ``start`` is its start time in
-    clock ticks since boot (``/proc/PID/stat``), so a reused pid does not pass for it."""
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
-
-
-def process_gone(identity: str) -> bool:
-    """Whether the process :func:`process_identity` described has ended. Only a process of
-    this host can be checked: one of another host (or an unreadable identity) counts as alive."""
-    host, _, rest = identity.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    return _start_ticks(int(pid)) != start
-
-
-def _start_ticks(pid: int) -> str:
-    """Field 22 of ``/proc/PID/stat`` ("" when the process does not exist)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return ""
-    return stat.rpartition(")")[2].split()[19]
-
-
-def lock_path(cfg: XmcConfig) -> Path:
-    """``<mlflow_dir>/locks/registry-<name>-<alias>.lock``."""
-    name = _UNSAFE.sub("_", cfg.registry.model_name)
-    alias = _UNSAFE.sub("_", cfg.registry.alias)
-    return cfg.mlflow_dir() / "locks" / f"registry-{name}-{alias}.lock"
-
-
-@contextmanager
-def registry_lock(cfg: XmcConfig, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[Path]:
-    """Exclusive ``flock`` of :func:`lock_path` (created if missing) for the block's duration.
-
-    Excludes other threads (each call opens its own file description) and processes of this
-    machine. Raises ``XmcError`` after ``timeout_s`` seconds of waiting.
-    """
-    path = lock_path(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with open(path, "a+", encoding="utf-8") as fh:
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise XmcError(
-                        f"{path}: another promotion has held the registry lock for over "
-                        f"{timeout_s:.0f} s\n  fix: wait for it, or stop the stuck process"
-                    ) from None
-                time.sleep(0.05)
-        try:
-            yield path
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 class Decision(BaseModel):
@@ -310,8 +245,9 @@ class RegistryStore:
     ) -> bool:
         """Compare-and-set: point the alias at ``version`` if it still points at ``expected``.
 
-        The caller holds :func:`registry_lock`. Appends to the alias history, or writes
-        ``history`` (which must end with ``version``) when given. False if the alias moved.
+        The caller holds :func:`~xmc_core.serving.registry.locking.registry_lock`. Appends to
+        the alias history, or writes ``history`` (which must end with ``version``) when given.
+        False if the alias moved.
         """
         if self.holder() != expected:
             return False
@@ -363,7 +299,7 @@ class RegistryStore:
         digest = hashlib.sha256(value.encode()).hexdigest()[:16]
         folder = f"{EVAL_DIR}/version-{version}"
         with tempfile.TemporaryDirectory(prefix="xmc-eval-") as tmp:
-            file = Path(tmp) / f"{_UNSAFE.sub('_', split)}-{digest}.json"
+            file = Path(tmp) / f"{UNSAFE_CHARS.sub('_', split)}-{digest}.json"
             file.write_text(value, encoding="utf-8")
             self.client.log_artifact(found.run_id, str(file), folder)
         tag = EVAL_FILE_TAG + split
