@@ -11,8 +11,6 @@ naming the file, what is wrong and the fix, raised before any training work.
 
 from __future__ import annotations
 
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,14 +22,13 @@ from xmc_core.progress import byte_size
 from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
 from xmc_core.storage.npz_guard import (
     REBUILD_FIX,
+    SPARSE_FORMATS,
     check_compressed,
-    check_npz,
     memory_budget,
     read_sparse,
-    sparse_header,
+    sparse_arrays,
 )
 
-SPARSE_FORMATS = ("csr", "csc")
 """Layouts accepted in a ``.npz`` (others are refused, naming the format found)."""
 SAVE_FIX = "save the matrix with scipy.sparse.save_npz"
 FEATURE_COLUMN_BYTES = 32
@@ -71,19 +68,10 @@ def npz_header(path: Path, flag: str) -> tuple[tuple[int, int], int]:
         raise InputError(path, "no such file", f"check the path given to {flag}")
     if not path.is_file():
         raise InputError(path, "not a regular file", f"give {flag} a .npz file")
-    members = check_npz(path, InputError, SAVE_FIX)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in ("format", "shape") if k in data.files}
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
-        raise InputError(path, f"not a .npz file ({err})", SAVE_FIX) from err
-    header = sparse_header(arrays, path, InputError, SAVE_FIX)
-    if header.fmt not in SPARSE_FORMATS:
-        raise InputError(
-            path,
-            f"holds a {header.fmt.upper()} matrix; CSR or CSC is needed",
-            "save it as CSR: scipy.sparse.save_npz(path, matrix.tocsr())",
-        )
+    header, _, members = sparse_arrays(
+        path, ("format", "shape"), InputError, SAVE_FIX, unreadable="not a .npz file",
+        format_fix="save it as CSR: scipy.sparse.save_npz(path, matrix.tocsr())",
+    )  # fmt: skip
     return header.shape, sum(m.inflated for m in members.values())
 
 
@@ -209,8 +197,9 @@ def check_matrix_files(files: MatrixFiles) -> tuple[int, int]:
     """Every check that reads only headers and names: the files exist and hold CSR/CSC
     matrices, row counts match, test columns match train, one label name per column of Y.
     Returns (n_features, n_labels)."""
-    n, d = npz_shape(files.x, "--x")
-    n_y, n_labels = npz_shape(files.y, "--y")
+    (n, d), x_bytes = npz_header(files.x, "--x")
+    (n_y, n_labels), y_bytes = npz_header(files.y, "--y")
+    arrays = x_bytes + y_bytes  # bytes the arrays take once read
     if n_y != n:
         raise InputError(
             files.y,
@@ -222,8 +211,8 @@ def check_matrix_files(files: MatrixFiles) -> tuple[int, int]:
     if (files.x_test is None) != (files.y_test is None):
         raise InputError(None, "--x-test and --y-test go together", "give both, or neither")
     if files.x_test is not None and files.y_test is not None:
-        _check_test(files, d, n_labels)
-    check_training_memory(files, d, n_labels)
+        arrays += _check_test(files, d, n_labels)
+    check_training_memory(files, d, n_labels, arrays)
     if files.label_names is not None:
         count = len(LabelNames.load(files.label_names).names)
         if count != n_labels:
@@ -235,12 +224,11 @@ def check_matrix_files(files: MatrixFiles) -> tuple[int, int]:
     return d, n_labels
 
 
-def check_training_memory(files: MatrixFiles, d: int, n_labels: int) -> None:
-    """Refuse, from the headers, a run whose floor exceeds the memory budget: the arrays of
-    every file once read, plus :data:`FEATURE_COLUMN_BYTES` per feature column and
-    :data:`LABEL_COLUMN_BYTES` per label column (what a declared shape costs beyond them)."""
-    given = [f for f in (files.x, files.y, files.x_test, files.y_test) if f is not None]
-    arrays = sum(npz_header(f, "--x")[1] for f in given)
+def check_training_memory(files: MatrixFiles, d: int, n_labels: int, arrays: int) -> None:
+    """Refuse, from the headers, a run whose floor exceeds the memory budget: ``arrays``, the
+    bytes of every file's arrays once read (:func:`npz_header`), plus
+    :data:`FEATURE_COLUMN_BYTES` per feature column and :data:`LABEL_COLUMN_BYTES` per label
+    column (what a declared shape costs beyond them)."""
     columns = {files.x: d * FEATURE_COLUMN_BYTES, files.y: n_labels * LABEL_COLUMN_BYTES}
     need, budget = arrays + sum(columns.values()), memory_budget()
     if need > budget.limit:
@@ -253,10 +241,11 @@ def check_training_memory(files: MatrixFiles, d: int, n_labels: int) -> None:
         raise InputError(widest, problem, f"drop unused columns; or {budget.fix(need)}")
 
 
-def _check_test(files: MatrixFiles, d: int, n_labels: int) -> None:
+def _check_test(files: MatrixFiles, d: int, n_labels: int) -> int:
+    """The test files' shapes against train's; returns the bytes of their arrays once read."""
     assert files.x_test is not None and files.y_test is not None
-    n_t, d_t = npz_shape(files.x_test, "--x-test")
-    n_ty, l_t = npz_shape(files.y_test, "--y-test")
+    (n_t, d_t), x_bytes = npz_header(files.x_test, "--x-test")
+    (n_ty, l_t), y_bytes = npz_header(files.y_test, "--y-test")
     if d_t != d:
         raise InputError(
             files.x_test,
@@ -275,6 +264,7 @@ def _check_test(files: MatrixFiles, d: int, n_labels: int) -> None:
             f"{n_ty} rows, but {files.x_test} has {n_t}",
             "give one label row per document of X, in the same order",
         )
+    return x_bytes + y_bytes
 
 
 class GivenFeatures:

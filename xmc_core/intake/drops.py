@@ -189,8 +189,9 @@ def _merge_drops(
     The new corpus continues the lineage of ``before`` (the corpus it follows, in both modes;
     ``xmc_core.corpus.lineage``), or starts one named after its first drop."""
     staged = list(staged)
+    followed = None if before is None else lineage_of(before)  # read once, not per retry
     while staged:
-        lineage = staged[0][0].name if before is None else grown(lineage_of(before), len(staged))
+        lineage = staged[0][0].name if followed is None else grown(followed, len(staged))
         try:
             drops = [d for _, d in staged]
             merged = merge_into_store(folders.store, base, drops, rows_per_group, lineage)

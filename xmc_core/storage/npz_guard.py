@@ -70,8 +70,9 @@ def memory_budget() -> MemoryBudget:
     :func:`machine_memory`."""
     given = os.environ.get(MEMORY_BUDGET_ENV)
     if given is None:
-        share = f"{MEMORY_SHARE:.0%} of this machine's {byte_size(machine_memory())}"
-        return MemoryBudget(int(machine_memory() * MEMORY_SHARE), share)
+        total = machine_memory()
+        share = f"{MEMORY_SHARE:.0%} of this machine's {byte_size(total)}"
+        return MemoryBudget(int(total * MEMORY_SHARE), share)
     try:
         gb = float(given)
     except ValueError:
@@ -246,6 +247,34 @@ def sparse_header(
 
 
 SPARSE_KEYS = ("format", "shape", "data", "indices", "indptr")
+SPARSE_FORMATS = ("csr", "csc")
+
+
+def sparse_arrays(
+    path: Path,
+    keys: tuple[str, ...],
+    error: Error,
+    fix: str,
+    *,
+    unreadable: str = "cannot read the sparse matrix",
+    format_fix: str | None = None,
+    stored_only: bool = False,
+) -> tuple[SparseHeader, dict[str, np.ndarray], dict[str, NpzMember]]:
+    """The header of the CSR or CSC matrix in the scipy ``.npz`` at ``path``, its arrays among
+    ``keys`` and its members, read only after :func:`check_npz` passed (``error``,
+    ``stored_only``: as there; ``fix``: of a file that is not a sparse matrix, said after
+    ``unreadable`` when the file cannot be read; ``format_fix``: of another sparse format)."""
+    members = check_npz(path, error, fix, stored_only)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in keys if k in data.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
+        raise error(path, f"{unreadable} ({err})", fix) from err
+    header = sparse_header(arrays, path, error, fix)
+    if header.fmt not in SPARSE_FORMATS:
+        problem = f"holds a {header.fmt.upper()} matrix; CSR or CSC is needed"
+        raise error(path, problem, format_fix or fix)
+    return header, arrays, members
 
 
 def read_sparse(
@@ -254,15 +283,7 @@ def read_sparse(
     """The CSR or CSC matrix of the scipy ``.npz`` at ``path``, as CSR, read only after
     :func:`check_npz` and :func:`check_compressed` passed (``error``, ``stored_only``: as
     there; ``fix``: of a file that is not a sparse matrix, ``index_fix``: of bad indices)."""
-    check_npz(path, error, fix, stored_only)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in SPARSE_KEYS if k in data.files}
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
-        raise error(path, f"cannot read the sparse matrix ({err})", fix) from err
-    header = sparse_header(arrays, path, error, fix)
-    if header.fmt not in ("csr", "csc"):
-        raise error(path, f"holds a {header.fmt.upper()} matrix; CSR or CSC is needed", fix)
+    header, arrays, _ = sparse_arrays(path, SPARSE_KEYS, error, fix, stored_only=stored_only)
     missing = [k for k in SPARSE_KEYS if k not in arrays]
     if missing:
         raise error(path, f"holds no {', '.join(missing)} array", fix)

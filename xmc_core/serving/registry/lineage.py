@@ -30,10 +30,11 @@ NOT_RECORDED = "not recorded"
 def version_tags(corpus_dir: str | Path) -> dict[str, str]:
     """The tags naming the training corpus ``corpus_dir`` and its lineage (manifest only)."""
     folder = Path(corpus_dir)
-    lineage = lineage_of(folder)
+    manifest = read_manifest(folder)
+    lineage = manifest.lineage or lineage_of(folder)  # derived only for an older manifest
     return {
         DATASET_TAG: folder.resolve().name,
-        DATASET_FINGERPRINT_TAG: read_manifest(folder).fingerprint,
+        DATASET_FINGERPRINT_TAG: manifest.fingerprint,
         **{LINEAGE_TAG + key: str(value) for key, value in lineage.model_dump().items()},
     }
 
