@@ -20,6 +20,15 @@ records re-serialized with sorted keys, lines sorted), the dataset fingerprint p
 file, the contents digest of each ``.npz`` and the model's ``metrics.json`` if it has one.
 ``--compare`` prints per dataset whether metrics and prediction digests are identical and the
 ratio of the wall times (this run / other); it exits 1 if anything differs.
+
+Families (issue 35, "the same metrics, bit for bit, for each family's preset"): ``--families
+xr-linear,xml-cnn,...`` trains each dataset once per family with ``--config`` its preset
+(:data:`PRESETS`; a family whose name is not there uses ``configs/<name>.yaml``), and records
+``"<family>/<dataset>"``. The family names are those of the code before issue 35 (hyphens); the
+presets keep their file names, so the same command runs on both sides. ``--max-train-docs`` and
+``--max-test-docs`` cut the source files to their first lines (one dataset ingested per cut, in
+``--work/_data``), so that every family fits in a session on 2 cores; ``--runs
+family/dataset,...`` restricts the grid.
 """
 
 from __future__ import annotations
@@ -38,9 +47,16 @@ import shutil
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
+
+from same_results_compare import (
+    STEPS,
+    canonical_predictions_digest,
+    compare,
+    model_files,
+    sha256_file,
+)
 
 CLI_MODULE = (
     "xmc_core.app.cli" if importlib.util.find_spec("xmc_core.app") is not None else "xmc_core.cli"
@@ -50,7 +66,18 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = "reuters21578-modapte,bibtex-bow,delicious-bow,debian-deps"
 TOPK = 20
 KS = (1, 3, 5)
-STEPS = ("ingest", "train", "predict", "evaluate")
+PRESETS = {
+    "xr-linear": "configs/xr-linear.yaml",
+    "xr-transformer": "configs/xr-transformer-cpu.yaml",
+    "x-transformer": "configs/x-transformer-cpu.yaml",
+    "xml-cnn": "configs/xml-cnn.yaml",
+    "astec": "configs/astec.yaml",
+    "hierarchical-xc": "configs/hierarchical-xc.yaml",
+    "neural-xc": "configs/neural-xc.yaml",
+    "ensemble": "configs/ensemble.yaml",
+}
+"""Family -> its preset, relative to the repository root."""
+SPLIT_FILES = ("texts", "labels", "ids", "label_ids")
 
 
 # ---------------------------------------------------------------- running the command line
@@ -115,55 +142,6 @@ def fingerprint(ingest_stdout: str) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- digests
-def sha256_file(path: Path) -> str:
-    """sha256 of the bytes of ``path``."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def npz_contents_digest(path: Path) -> str:
-    """sha256 over (member name, member bytes) of a ``.npz`` zip, members sorted by name.
-
-    Independent of zip timestamps and compression: two files holding the same arrays agree.
-    """
-    h = hashlib.sha256()
-    with zipfile.ZipFile(path) as z:
-        for name in sorted(z.namelist()):
-            data = z.read(name)
-            h.update(f"{name}\0{len(data)}\0".encode())
-            h.update(data)
-    return h.hexdigest()
-
-
-def canonical_predictions_digest(path: Path) -> str:
-    """sha256 of the prediction records re-serialized with sorted keys, lines sorted."""
-    with open(path, encoding="utf-8") as fh:
-        lines = sorted(
-            json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False) for line in fh
-        )
-    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
-
-
-def model_files(model: Path) -> dict[str, Any]:
-    """sha256 of every file under ``model`` (relative path -> hex), the contents digest of each
-    ``.npz``, and the ranker weight files (names ``W*.npz``) on their own."""
-    files = sorted(p for p in model.rglob("*") if p.is_file())
-    raw = {str(p.relative_to(model)): sha256_file(p) for p in files}
-    npz = {str(p.relative_to(model)): npz_contents_digest(p) for p in files if p.suffix == ".npz"}
-    weights = {k: v for k, v in npz.items() if Path(k).name.startswith("W")}
-    metrics_json = model / "metrics.json"
-    return {
-        "file_sha256": raw,
-        "npz_contents_sha256": npz,
-        "ranker_weights_contents_sha256": weights,
-        "metrics_json": json.loads(metrics_json.read_text()) if metrics_json.is_file() else None,
-    }
-
-
 # ---------------------------------------------------------------- metrics from the predictions
 def read_label_sets(path: Path) -> list[set[str]]:
     """One set of label names per line of a comma-separated labels file (blank names dropped)."""
@@ -203,27 +181,66 @@ def recompute_metrics(pred: Path, src: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- one dataset
-def run_dataset(src: Path, work: Path) -> dict[str, Any]:
-    """Ingest, train, predict and evaluate ``src`` in the fresh folder ``work``; the record."""
+def cut_source(src: Path, dest: Path, max_train: int | None, max_test: int | None) -> Path:
+    """``src`` itself when no cut is asked; else ``dest`` holding the first ``max_train`` /
+    ``max_test`` lines of each split file (texts, labels, ids, label ids) and the other files."""
+    if max_train is None and max_test is None:
+        return src
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for path in sorted(src.iterdir()):
+        split, _, kind = path.stem.partition("_")
+        limit = {"train": max_train, "test": max_test}.get(split)
+        if path.suffix == ".txt" and kind in SPLIT_FILES and limit is not None:
+            with open(path, encoding="utf-8") as fh, open(dest / path.name, "w") as out:
+                out.writelines(line for _, line in zip(range(limit), fh, strict=False))
+        elif path.is_file():
+            shutil.copyfile(path, dest / path.name)
+    return dest
+
+
+def ingest(src: Path, work: Path) -> dict[str, Any]:
+    """``xmc ingest lines`` of ``src`` into ``work/dataset`` (wiped first); the step record."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    dataset, model, pred = work / "dataset", work / "model", work / "predictions.jsonl"
+    cmd = xmc("ingest", "lines", "--on-unlabeled", "keep", src, work / "dataset")
+    result = run_step(cmd, work / "ingest.log")
+    print(f"  ingest: {result['status']} in {result['wall_s']:.1f} s", flush=True)
+    return result
+
+
+def run_dataset(
+    src: Path, data: Path, work: Path, ingested: dict[str, Any], preset: str | None = None
+) -> dict[str, Any]:
+    """Train, predict and evaluate the dataset ingested in ``data`` in the fresh folder
+    ``work``, with the configuration file ``preset`` (None: the defaults); the record."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    dataset, model, pred = data / "dataset", work / "model", work / "predictions.jsonl"
+    config = ("--config", REPO / preset) if preset else ()
     commands = {
-        "ingest": xmc("ingest", "lines", "--on-unlabeled", "keep", src, dataset),
-        "train": xmc("train", dataset, model),
+        "train": xmc("train", dataset, model, *config),
         "predict": xmc("predict", "--split", "test", "--topk", TOPK, model, dataset, pred),
         "evaluate": xmc("evaluate", "--split", "test", model, dataset),
     }
-    rec: dict[str, Any] = {"source": str(src), "status": "ok", "steps": {}}
-    for step in STEPS:
-        result = run_step(commands[step], work / f"{step}.log")
+    rec: dict[str, Any] = {"source": str(src), "preset": preset, "status": "ok"}
+    rec["steps"] = {"ingest": ingested}
+    if ingested["status"] != "ok":
+        rec["status"] = f"ingest {ingested['status']}"
+        return rec
+    for step, cmd in commands.items():
+        result = run_step(cmd, work / f"{step}.log")
         rec["steps"][step] = result
         print(f"  {step}: {result['status']} in {result['wall_s']:.1f} s", flush=True)
         if result["status"] != "ok":
             rec["status"] = f"{step} {result['status']}"
             return rec
-    steps = rec["steps"]
-    rec["dataset_fingerprint"] = fingerprint(steps["ingest"]["stdout"])
+    return rec | outcome(rec["steps"], src, model, pred)
+
+
+def outcome(steps: dict[str, Any], src: Path, model: Path, pred: Path) -> dict[str, Any]:
+    """What a finished run records: metrics printed and recomputed, digests, times, the model."""
+    rec: dict[str, Any] = {"dataset_fingerprint": fingerprint(steps["ingest"]["stdout"])}
     rec["train_printed_metrics_pct"] = parse_metrics(steps["train"]["stdout"])
     rec["metrics_pct"] = parse_metrics(steps["evaluate"]["stdout"])
     rec["metrics_recomputed"] = recompute_metrics(pred, src)
@@ -287,82 +304,16 @@ def default_datasets_root() -> Path:
     return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
-# ---------------------------------------------------------------- comparing two records
-def _same(a: Any, b: Any) -> bool:
-    """Equal as JSON (so NaN equals NaN and a missing value equals only a missing value)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}x" if a is not None and b else "n/a"
-
-
-def compare_dataset(this: dict[str, Any], other: dict[str, Any]) -> tuple[bool, list[str]]:
-    """Whether the results of one dataset are identical (metrics and predictions), and lines."""
-    if this.get("status") != "ok" or other.get("status") != "ok":
-        return False, [f"  status: this {this.get('status')}, other {other.get('status')}"]
-    checks = {
-        "evaluate metrics (as printed)": ("metrics_pct",),
-        "train metrics (as printed)": ("train_printed_metrics_pct",),
-        "P@k, nDCG@k recomputed from predictions": ("metrics_recomputed",),
-        "predictions sha256 (raw bytes)": ("predictions_sha256",),
-        "predictions sha256 (canonical)": ("predictions_canonical_sha256",),
-    }
-    info = {
-        "dataset fingerprint (ingest)": ("dataset_fingerprint",),
-        "ranker weights contents (informational)": ("model", "ranker_weights_contents_sha256"),
-    }
-    lines, ok = [], True
-    for group, required in ((checks, True), (info, False)):
-        for label, keys in group.items():
-            a, b = this, other
-            for key in keys:
-                a, b = (a or {}).get(key), (b or {}).get(key)
-            same = _same(a, b)
-            ok = ok and (same or not required or label.endswith("(raw bytes)"))
-            lines.append(f"  {label}: {'identical' if same else 'DIFFERENT'}")
-    p1 = (this["metrics_pct"].get("P@1"), other["metrics_pct"].get("P@1"))
-    lines.append(f"  P@1 (%): this {p1[0]}, other {p1[1]}")
-    for step in STEPS:
-        t, o = this["times_s"].get(step), other["times_s"].get(step)
-        tc, oc = this["cpu_s"].get(step), other["cpu_s"].get(step)
-        lines.append(
-            f"  {step} wall this/other {t:.1f}/{o:.1f} s = {_ratio(t, o)}"
-            f" (cpu {tc:.1f}/{oc:.1f} s = {_ratio(tc, oc)})"
-        )
-    return ok, lines
-
-
-def compare(this_path: Path, other_path: Path) -> int:
-    """Print the comparison of two result files; 0 if every dataset is identical, else 1."""
-    this = json.loads(this_path.read_text(encoding="utf-8"))
-    other = json.loads(other_path.read_text(encoding="utf-8"))
-    print(f"this:  {this_path} at {this['git']['commit']} ({this['git']['describe']})")
-    print(f"other: {other_path} at {other['git']['commit']} ({other['git']['describe']})")
-    if not _same(
-        this["provenance"]["default_config_sha256"], other["provenance"]["default_config_sha256"]
-    ):
-        print("note: the default configurations (xmc dump-config) differ")
-    all_ok = True
-    for name in dict.fromkeys([*other["datasets"], *this["datasets"]]):
-        a, b = this["datasets"].get(name), other["datasets"].get(name)
-        if a is None or b is None:
-            print(f"{name}: only in {'other' if a is None else 'this'} file")
-            all_ok = False
-            continue
-        ok, lines = compare_dataset(a, b)
-        all_ok = all_ok and ok
-        print(f"{name}: {'SAME RESULTS' if ok else 'RESULTS DIFFER'}", *lines, sep="\n")
-    print("all identical" if all_ok else "NOT all identical")
-    return 0 if all_ok else 1
-
-
 # ---------------------------------------------------------------- command line
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--datasets-root", type=Path, default=None, help="default ../shared/datasets")
     p.add_argument("--datasets", default=DATASETS, help="comma-separated folder names")
+    p.add_argument("--families", help="comma-separated families, each run with its preset")
+    p.add_argument("--runs", help="only these comma-separated family/dataset pairs")
+    p.add_argument("--max-train-docs", type=int, help="keep the first N training documents")
+    p.add_argument("--max-test-docs", type=int, help="keep the first N test documents")
     p.add_argument("--work", type=Path, help="folder for datasets, models and predictions")
     p.add_argument("--out", type=Path, required=True, help="results JSON (read with --compare)")
     p.add_argument("--compare", type=Path, help="only compare --out with this results JSON")
@@ -371,6 +322,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--work is required unless --compare is given")
     args.datasets_root = args.datasets_root or default_datasets_root()
     return args
+
+
+def planned_runs(args: argparse.Namespace) -> list[tuple[str | None, str]]:
+    """(family or None for the defaults, dataset) pairs, datasets in the order given."""
+    families = args.families.split(",") if args.families else [None]
+    wanted = set(args.runs.split(",")) if args.runs else None
+    return [
+        (fam, name)
+        for name in args.datasets.split(",")
+        for fam in families
+        if wanted is None or f"{fam}/{name}" in wanted
+    ]
+
+
+def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Every planned run into ``report["datasets"]``, ingesting each dataset once."""
+    ingested: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for fam, name in planned_runs(args):
+        key = name if fam is None else f"{fam}/{name}"
+        print(f"{key}:", flush=True)
+        data = args.work / "_data" / name
+        if name not in ingested:
+            src = cut_source(
+                args.datasets_root / name,
+                args.work / "_cut" / name,
+                args.max_train_docs,
+                args.max_test_docs,
+            )
+            ingested[name] = (src, ingest(src, data))
+        src, step = ingested[name]
+        preset = None if fam is None else PRESETS.get(fam, f"configs/{fam}.yaml")
+        report["datasets"][key] = run_dataset(
+            src, data, args.work / (fam or "") / name, step, preset
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -384,11 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         "git": git_state(),
         "provenance": provenance(),
         "datasets_root": str(args.datasets_root.resolve()),
+        "cut": {"max_train_docs": args.max_train_docs, "max_test_docs": args.max_test_docs},
         "datasets": {},
     }
-    for name in args.datasets.split(","):
-        print(f"{name}:", flush=True)
-        report["datasets"][name] = run_dataset(args.datasets_root / name, args.work / name)
+    run_all(args, report)
     report["git_end"] = git_state()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
