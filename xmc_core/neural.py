@@ -1,6 +1,6 @@
-"""What the neural families' training loops share (XML-CNN, Astec, NeuralXC): the validation
-rows carved from train, the output bias at the targets' log prior odds, torch's threads for a
-block and the seed of each epoch."""
+"""What the torch families share (XR-Transformer's matcher, XML-CNN, Astec, NeuralXC): the one
+place for the device and torch's threads, and, for the training loops, the validation rows
+carved from train, the output bias at the targets' log prior odds and the seed of each epoch."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 import torch
+
+from xmc_core.errors import InputError
 
 
 class ValidationCarve(Protocol):
@@ -37,6 +39,15 @@ def prior_logits(Y: sp.csr_matrix) -> np.ndarray:
     counts = np.bincount(sp.csr_matrix(Y).indices, minlength=Y.shape[1])
     p = (counts + 0.5) / (Y.shape[0] + 1.0)
     return np.log(p / (1.0 - p)).astype(np.float32)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: CUDA when available, else CPU; ``cuda`` fails clearly without a GPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(None, f"device {name!r} requested but CUDA is not available", "use cpu")
+    return torch.device(name)
 
 
 @contextmanager

@@ -17,10 +17,11 @@ from xmc_core.astec import ann as ann_module
 from xmc_core.astec.ann import AnnIndex
 from xmc_core.astec.config import AstecConfig
 from xmc_core.astec.dense import Block, unit_rows
-from xmc_core.astec.parts import AstecEncoder, AstecRanker, rank_shortlist
+from xmc_core.astec.parts import AstecEncoder, AstecRanker
 from xmc_core.astec.shortlist import Shortlister
 from xmc_core.config import PredictConfig
 from xmc_core.errors import ArtifactError
+from xmc_core.evaluation.ranking import top_k_dense
 from xmc_core.storage.artifacts import save_arrays, sha256_file
 
 FLAT = AstecConfig(ann="flat", shortlist_size=3, n_neighbours=0, threads=1)
@@ -113,7 +114,7 @@ def test_prediction_queries_on_predict_threads_with_the_same_scores(
 def test_ranking_is_by_score_then_lower_label() -> None:
     labels = np.array([[5, 2, -1, 7]], np.int64)
     scores = np.array([[0.5, 0.5, 0.875, 0.75]], np.float32)  # -1: never ranked
-    top, vals = rank_shortlist(labels, scores, 4)
+    top, vals = top_k_dense(scores, 4, labels)
     assert top.tolist() == [[7, 2, 5, -1]] and vals[0, :3].tolist() == [0.75, 0.5, 0.5]
 
 

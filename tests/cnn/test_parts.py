@@ -9,16 +9,16 @@ import pytest
 import scipy.sparse as sp
 
 from tests.model_helpers import split_texts as texts
-from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker, top_rows
+from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker
 from xmc_core.config import PredictConfig
 from xmc_core.config_families import XmlCnnConfig
-from xmc_core.evaluation.ranking import top_k
+from xmc_core.evaluation.ranking import top_k, top_k_dense
 from xmc_core.model.xmc_model import XmcModel
 
 
-def test_top_rows_follow_the_ranking_rule_with_ties() -> None:
+def test_dense_top_k_follows_the_ranking_rule_with_ties() -> None:
     S = np.array([[0.1, 0.9, 0.5, 0.9, 0.2], [0.3, 0.3, 0.3, 0.3, 0.3]], dtype=np.float32)
-    cols, vals = top_rows(S, 3)
+    cols, vals = top_k_dense(S, 3)
     assert cols.tolist() == [[1, 3, 2], [0, 1, 2]]  # ties: the lower column first
     assert vals.ravel().tolist() == pytest.approx([0.9, 0.9, 0.5, 0.3, 0.3, 0.3])
     ranked = top_k(sp.csr_matrix(S), 3)

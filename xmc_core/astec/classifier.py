@@ -24,9 +24,10 @@ from xmc_core.astec.config import AstecConfig
 from xmc_core.astec.dense import Block, fuse, shortlist_logits, unit_rows
 from xmc_core.astec.loop import Epochs
 from xmc_core.astec.network import ShortlistNet
-from xmc_core.astec.parts import dense_rows, rank_shortlist
+from xmc_core.astec.parts import dense_rows
 from xmc_core.astec.shortlist import Shortlister
 from xmc_core.errors import InputError
+from xmc_core.evaluation.ranking import top_k_dense
 from xmc_core.neural import descend, epoch_seed, split_rows, torch_threads
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def fused_precision(
     logits: np.ndarray, sims: np.ndarray, labels: np.ndarray, Y: sp.csr_matrix, beta: float
 ) -> tuple[float, float]:
     """(P@1, P@5) of the fused scores of shortlists ``labels`` (n, S) against ``Y`` (n, L)."""
-    top, _ = rank_shortlist(labels, fuse(logits, sims, beta), 5)
+    top, _ = top_k_dense(fuse(logits, sims, beta), 5, labels)
     hits = precision(top, Y)
     return float(hits[:, :1].mean()), float(hits.sum(axis=1).mean() / 5)
 

@@ -21,6 +21,7 @@ from xmc_core.astec.dense import Block, encode_rows, fuse, shortlist_logits, uni
 from xmc_core.astec.shortlist import Shortlister
 from xmc_core.config import PredictConfig
 from xmc_core.errors import ArtifactError, InputError
+from xmc_core.evaluation.ranking import top_k_dense
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 
 ENCODER_FILE = "encoder.npz"
@@ -97,15 +98,6 @@ class AstecEncoder:
         return encoder
 
 
-def rank_shortlist(labels: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``k`` best shortlisted labels, by score then lower label id: (labels int64
-    (n, k), scores float32 (n, k)); a row with fewer labels (-1 entries) pads with -1."""
-    keyed = np.where(labels >= 0, scores, -np.inf)
-    order = np.lexsort((np.where(labels >= 0, labels, np.iinfo(np.int64).max), -keyed), axis=-1)
-    order = order[:, :k]
-    return np.take_along_axis(labels, order, 1), np.take_along_axis(scores, order, 1)
-
-
 class AstecRanker:
     """Modules 2-4 on Astec encodings: the ANN indexes give each document its shortlist
     (:class:`~xmc_core.astec.shortlist.Shortlister`); each shortlisted label scores ``beta *
@@ -162,7 +154,7 @@ class AstecRanker:
         cols, vals = [], []
         for start in range(0, n, step):
             labels, scores = self.shortlist_scores(dense_rows(X, start, start + step))
-            top, top_scores = rank_shortlist(labels, scores, k)
+            top, top_scores = top_k_dense(scores, k, labels)
             cols.append(top)
             vals.append(top_scores)
         cols_all = np.vstack(cols) if cols else np.zeros((0, k), np.int64)

@@ -26,9 +26,9 @@ from xmc_core.cnn.vocab import Vocabulary
 from xmc_core.config import PredictConfig
 from xmc_core.config_families import XmlCnnConfig
 from xmc_core.errors import ArtifactError
-from xmc_core.neural import descend, epoch_seed, torch_threads
+from xmc_core.evaluation.ranking import top_k_dense
+from xmc_core.neural import descend, epoch_seed, resolve_device, torch_threads
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
-from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.ranker import concat_features
 
 Mode = Literal["hidden", "concat"]
@@ -107,26 +107,6 @@ class CnnFeatures:
         return cls(Vocabulary.load(folder / "vocab"), cfg, net.eval(), mode, weight, device)
 
 
-def top_rows(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best columns of every row of dense scores ``S`` (m, L), best first, ties to
-    the lower column (the rule of :func:`xmc_core.evaluation.ranking.top_k`): (cols int64
-    (m, k), their scores)."""
-    m, L = S.shape
-    k = min(k, L)
-    if m == 0 or k == 0:
-        return np.zeros((m, k), np.int64), np.zeros((m, k), S.dtype)
-    kth = np.take_along_axis(S, np.argpartition(-S, k - 1, axis=1)[:, k - 1 : k], axis=1)
-    above = kth < S
-    tied = kth == S
-    room = k - above.sum(axis=1, keepdims=True)
-    keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
-    cols = np.nonzero(keep)[1].reshape(m, k)
-    vals = np.take_along_axis(S, cols, axis=1)
-    order = np.argsort(-vals, axis=1, kind="stable")  # columns ascending among ties
-    cols = np.take_along_axis(cols, order, axis=1)
-    return cols.astype(np.int64), np.take_along_axis(vals, order, axis=1)
-
-
 class CnnOutputRanker:
     """The flat placement's ranker: ``sigmoid(x W + b)`` for every label, W (d, L), b (L,);
     ``predict`` keeps each document's ``topk`` labels, ``eval_batch_size`` documents at a time
@@ -181,7 +161,7 @@ class CnnOutputRanker:
         cols, vals = np.zeros((n, k), np.int64), np.zeros((n, k), np.float32)
         for start in range(0, n, step):
             S = expit(X[start : start + step].toarray() @ self.W_ + self.b_)
-            cols[start : start + step], vals[start : start + step] = top_rows(S, k)
+            cols[start : start + step], vals[start : start + step] = top_k_dense(S, k)
         out = sp.csr_matrix(
             (vals.ravel(), cols.ravel(), np.arange(0, n * k + 1, k)), shape=(n, self.n_labels)
         )

@@ -36,10 +36,16 @@ from xmc_core.cnn.checkpoint import (
 )
 from xmc_core.cnn.network import XmlCnn, batch_tensors, encode
 from xmc_core.config_families import XmlCnnConfig
-from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch_threads
+from xmc_core.neural import (
+    descend,
+    epoch_seed,
+    prior_logits,
+    resolve_device,
+    split_rows,
+    torch_threads,
+)
 from xmc_core.progress import Clock, StepLog, duration
 from xmc_core.storage.atomic import write_json
-from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.tokens import TokenizedTexts, epoch_batches
 from xmc_core.wording import counted
 

@@ -1,8 +1,10 @@
 """Ranking the rows of a score matrix: every row's entries best first, optionally cut to k.
 
 One rule for every caller (saved and served predictions, ``XmcModel.top_labels``, the metrics,
-the transformer ranker's shortlists): score descending, ties broken by the lower column id,
-NaN scores last (among themselves by column). The matrix is ranked in canonical form:
+the transformer ranker's shortlists, the matcher's top clusters, the dense outputs of XML-CNN
+and NeuralXC, Astec's shortlists): score descending, ties broken by the lower column (or label)
+id, NaN scores last (among themselves by column). :func:`top_k` ranks a sparse matrix,
+:func:`top_k_dense` the rows of a dense one. The matrix is ranked in canonical form:
 duplicate entries of a (row, column) are summed, as scipy does, and every stored entry counts,
 an explicit zero included.
 
@@ -97,3 +99,33 @@ def _canonical(scores: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
         S = S.copy()
         S.sum_duplicates()
     return S
+
+
+def top_k_dense(
+    S: np.ndarray, k: int, ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best entries of every row of dense scores ``S`` (m, w), best first, ties to
+    the lower id: (ids int64 (m, min(k, w)), their scores, the dtype of ``S``).
+
+    ``ids``: int64 (m, w), the label of each entry, -1 for an empty one, which ranks after
+    every label and stays -1 (None: the column numbers, the rule of :func:`top_k`).
+    """
+    if ids is not None:
+        keyed = np.where(ids >= 0, S, -np.inf)
+        last = np.iinfo(np.int64).max
+        order = np.lexsort((np.where(ids >= 0, ids, last), -keyed), axis=-1)[:, :k]
+        return np.take_along_axis(ids, order, 1), np.take_along_axis(S, order, 1)
+    m, L = S.shape
+    k = min(k, L)
+    if m == 0 or k == 0:
+        return np.zeros((m, k), np.int64), np.zeros((m, k), S.dtype)
+    kth = np.take_along_axis(S, np.argpartition(-S, k - 1, axis=1)[:, k - 1 : k], axis=1)
+    above = kth < S
+    tied = kth == S
+    room = k - above.sum(axis=1, keepdims=True)
+    keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
+    cols = np.nonzero(keep)[1].reshape(m, k)
+    vals = np.take_along_axis(S, cols, axis=1)
+    order = np.argsort(-vals, axis=1, kind="stable")  # columns ascending among ties
+    cols = np.take_along_axis(cols, order, axis=1)
+    return cols.astype(np.int64), np.take_along_axis(vals, order, axis=1)

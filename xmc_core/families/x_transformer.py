@@ -40,8 +40,9 @@ from xmc_core.linear.model import LevelRankers
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.neural import resolve_device
 from xmc_core.stages.graph import Runner, Stage
-from xmc_core.transformer.encoder import TextEncoder, resolve_device
+from xmc_core.transformer.encoder import TextEncoder
 from xmc_core.transformer.matcher import MatcherCheckpoint
 from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.ranker import EmbeddedSplit

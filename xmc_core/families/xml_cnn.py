@@ -23,13 +23,14 @@ import scipy.sparse as sp
 from xmc_core.cnn.checkpoint import CnnCheckpoint
 from xmc_core.cnn.embeddings import WordVectors, initial_embeddings
 from xmc_core.cnn.network import encode
-from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker, top_rows, unit_rows
+from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker, unit_rows
 from xmc_core.cnn.trainer import train_network
 from xmc_core.cnn.vocab import Vocabulary, partition_ids, vocabulary
 from xmc_core.config import PredictConfig, RankerConfig, TokenizerConfig, XmcConfig
 from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
+from xmc_core.evaluation.ranking import top_k_dense
 from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
 from xmc_core.families.xr_transformer import RANKER_FEATURES, TOKENS_SPLIT
 from xmc_core.features.labels import LabelIndex
@@ -40,9 +41,8 @@ from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.neural import torch_threads
+from xmc_core.neural import resolve_device, torch_threads
 from xmc_core.stages.graph import Runner, Stage
-from xmc_core.transformer.encoder import resolve_device
 from xmc_core.transformer.ranker import EmbeddedSplit, concat_features, matcher_parent_shortlists
 from xmc_core.transformer.tokens import TokenizedTexts
 
@@ -139,7 +139,7 @@ def shortlists(
     of each ranker level."""
     cfg = checkpoint.cfg
     scores = hidden(checkpoint, tokens, logits=True)
-    cols, _ = top_rows(scores, cfg.beam_size)
+    cols, _ = top_k_dense(scores, cfg.beam_size)
     n, k = cols.shape
     P = sp.csr_matrix(
         (np.ones(n * k, np.float32), cols.ravel(), np.arange(0, n * k + 1, k)), scores.shape

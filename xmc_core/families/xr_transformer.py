@@ -25,6 +25,7 @@ from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model.contract import Family, label_counts
 from xmc_core.model.xmc_model import XmcModel
+from xmc_core.neural import resolve_device
 from xmc_core.stages.graph import Runner, Stage
 from xmc_core.stages.keys import key_part
 from xmc_core.transformer import matcher as matcher_lib
@@ -34,7 +35,6 @@ from xmc_core.transformer.encoder import (
     default_encoder_path,
     encoder_fingerprint,
     load_tokenizer,
-    resolve_device,
 )
 from xmc_core.transformer.matcher import MatcherCheckpoint
 from xmc_core.transformer.onnx_int8 import embed_on

@@ -21,15 +21,14 @@ import torch
 from scipy.special import expit
 
 from xmc_core.cnn.checkpoint import load_tensors, save_tensors
-from xmc_core.cnn.parts import top_rows
 from xmc_core.config import PredictConfig
 from xmc_core.errors import ArtifactError, InputError
-from xmc_core.neural import torch_threads
+from xmc_core.evaluation.ranking import top_k_dense
+from xmc_core.neural import resolve_device, torch_threads
 from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.network import MB, NeuralXc, check_memory
 from xmc_core.neuralxc.trainer import TrainRecord, train_network
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
-from xmc_core.transformer.encoder import resolve_device
 
 NETWORK_FILE = "network.safetensors"
 COLUMNS_FILE = "columns.npz"
@@ -128,7 +127,7 @@ class NeuralXcRanker:
             for start in range(0, n, step):
                 batch = inputs[start : start + step].toarray()
                 logits = net(torch.from_numpy(batch).to(device)).cpu().numpy()
-                top, best = top_rows(logits, k)
+                top, best = top_k_dense(logits, k)
                 cols[start : start + step] = top
                 vals[start : start + step] = expit(best)
         out = sp.csr_matrix(

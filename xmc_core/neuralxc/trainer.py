@@ -25,11 +25,17 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch_threads
+from xmc_core.neural import (
+    descend,
+    epoch_seed,
+    prior_logits,
+    resolve_device,
+    split_rows,
+    torch_threads,
+)
 from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.network import NeuralXc
 from xmc_core.progress import Clock, StepLog, duration
-from xmc_core.transformer.encoder import resolve_device
 from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)

@@ -68,15 +68,6 @@ def _files_digest(folder: str, files: tuple[tuple[str, int, int], ...]) -> str:
     return combine([(name, sha256_file(Path(folder) / name)) for name, _, _ in files])
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto``: CUDA when available, else CPU; ``cuda`` fails clearly without a GPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(None, f"device {name!r} requested but CUDA is not available", "use cpu")
-    return torch.device(name)
-
-
 def autocast(device: torch.device, bf16: bool) -> AbstractContextManager:
     """bf16 autocast on CUDA when enabled; a no-op context otherwise."""
     if device.type == "cuda" and bf16:

@@ -24,6 +24,7 @@ import torch
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.linear.tree import LabelTree
+from xmc_core.neural import resolve_device
 from xmc_core.progress import duration
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 from xmc_core.storage.atomic import atomic_dir
@@ -31,7 +32,6 @@ from xmc_core.transformer.encoder import (
     TextEncoder,
     default_encoder_path,
     load_tokenizer,
-    resolve_device,
     seeded,
 )
 from xmc_core.transformer.head import LevelHead, bootstrap_head

@@ -141,7 +141,8 @@ class EmbeddingFeatures:
 
     def embed(self, texts: list[str | None] | pa.Array) -> np.ndarray:
         """Unit embeddings float32 (n, h) of raw texts."""
-        from xmc_core.transformer.encoder import embed, resolve_device
+        from xmc_core.neural import resolve_device
+        from xmc_core.transformer.encoder import embed
         from xmc_core.transformer.tokens import tokenize_texts
 
         tokens = tokenize_texts(self.tokenizer, texts, self.encoder.cfg.max_length)

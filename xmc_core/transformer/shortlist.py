@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import MatcherConfig
+from xmc_core.evaluation.ranking import top_k_dense
 from xmc_core.linear.levels import binarize, importance_weights, level_targets
 from xmc_core.linear.tree import LabelTree
 
@@ -169,8 +170,7 @@ def top_clusters(
             dots = np.einsum("ij,ij->i", E[lo + sub.row], W[sub.col]) + b[sub.col]
             scores[sub.row, sub.col] = dots
         kk = min(k, K)
-        top = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-        top_scores = np.take_along_axis(scores, top, axis=1)
+        top, top_scores = top_k_dense(scores, kk)
         keep = np.isfinite(top_scores)
         r = np.repeat(np.arange(lo, hi), kk).reshape(hi - lo, kk)
         rows.append(r[keep])
