@@ -8,7 +8,9 @@ peer, the results file and the method's key in it). ``python benchmarks/plots.py
   train s, predict ms per 1k documents, peak RSS; machine, commit and command of every run), and
 - draws ``docs/assets/plots/<dataset>.png`` (test P@1 and train time, one bar each per method) and
   ``docs/assets/plots/scaling.png`` (train time and peak RSS against corpus size, ours vs PECOS),
-  which the documentation site shows.
+  which the documentation site shows, and
+- writes ``docs/families/figures/<family>.md``: each of our families' rows over the datasets,
+  which its page of the site includes.
 
 A rerun of a benchmark replaces its entry in ``CURRENT`` (and its table), never adds a table.
 ``--check`` exits 1 when ``BENCHMARKS.md``'s tables differ from what the results files give.
@@ -27,6 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PLOTS = ROOT / "docs" / "assets" / "plots"
 DOCUMENT = ROOT / "BENCHMARKS.md"
+FIGURES = ROOT / "docs" / "families" / "figures"
+"""One Markdown table per family, which its page of the documentation site includes."""
+FAMILIES_OF_OURS = (
+    "xr_linear", "xr_transformer", "x_transformer", "xml_cnn", "astec", "hierarchical_xc",
+    "neural_xc", "ensemble",
+)  # fmt: skip
 START, END = "<!-- --8<-- [start:tables] -->", "<!-- --8<-- [end:tables] -->"
 
 FAMILIES = "families-{}-2026-11-24.json"
@@ -176,6 +184,37 @@ def tables() -> str:
     return "\n\n".join(table(dataset) for dataset in CURRENT)
 
 
+def family_table(family: str) -> str:
+    """Every current row of one of our families (``family``: its ``model.kind``), all datasets."""
+    lines = [
+        "| dataset | method | P@1 | P@5 | PSP@5 | train s | predict ms/1k | peak RSS MB | run |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for dataset, entries in CURRENT.items():
+        for entry in entries:
+            if entry.kind != "ours" or entry.label.split()[0] != family:
+                continue
+            r = row(entry, dataset)
+            lines.append(
+                f"| {dataset} | {r['label']} | {r['P@1']:.2f} | {r['P@5']:.2f} | "
+                f"{r['PSP@5']:.2f} | {r['train_s']:,.1f} | {r['predict_ms']:,.0f} | "
+                f"{r['rss_mb']:,.0f} | `{entry.file}` ({r['machine']}, {r['commit']}) |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def stale_files() -> dict[Path, str]:
+    """The files whose text differs from what the results give: path -> the text it should hold."""
+    wanted = {DOCUMENT: replace_tables(DOCUMENT.read_text(encoding="utf-8"), tables())}
+    for family in FAMILIES_OF_OURS:
+        wanted[FIGURES / f"{family}.md"] = family_table(family)
+    return {
+        path: text
+        for path, text in wanted.items()
+        if not path.exists() or path.read_text(encoding="utf-8") != text
+    }
+
+
 def replace_tables(document: str, text: str) -> str:
     """``document`` with what lies between the table markers replaced by ``text``."""
     before, _, rest = document.partition(START)
@@ -256,27 +295,28 @@ def plot_scaling(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite BENCHMARKS.md's tables and draw the plots (or only check the tables)."""
+    """Rewrite BENCHMARKS.md's and the family pages' tables and draw the plots (or only check)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the tables are stale")
     parser.add_argument("--no-plots", action="store_true", help="rewrite the tables only")
     args = parser.parse_args(argv)
-    document = DOCUMENT.read_text(encoding="utf-8")
-    updated = replace_tables(document, tables())
+    stale = stale_files()
     if args.check:
-        if updated != document:
+        for path in stale:
             print(
-                "BENCHMARKS.md's tables are stale: run python benchmarks/plots.py", file=sys.stderr
+                f"{path.relative_to(ROOT)} is stale: run python benchmarks/plots.py",
+                file=sys.stderr,
             )
-            return 1
-        return 0
-    DOCUMENT.write_text(updated, encoding="utf-8")
+        return 1 if stale else 0
+    for path, text in stale.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     if not args.no_plots:
         PLOTS.mkdir(parents=True, exist_ok=True)
         for dataset in CURRENT:
             plot_dataset(dataset, PLOTS / f"{dataset}.png")
         plot_scaling(PLOTS / "scaling.png")
-    print(f"wrote the tables of {DOCUMENT.name} and the plots in {PLOTS.relative_to(ROOT)}")
+    print(f"wrote {len(stale)} stale table file(s) and the plots in {PLOTS.relative_to(ROOT)}")
     return 0
 
 
