@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         for dataset in CURRENT:
             plot_dataset(dataset, PLOTS / f"{dataset}.png")
         plot_scaling(PLOTS / "scaling.png")
-    print(f"wrote {len(stale)} stale table file(s) and the plots in {PLOTS.relative_to(ROOT)}")
+    print(f"wrote {len(stale)} stale table file(s)" + ("" if args.no_plots else " and the plots"))
     return 0
 
 
