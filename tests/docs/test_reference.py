@@ -8,6 +8,7 @@ below fails when its committed file is stale and names the command that regenera
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Literal
@@ -113,3 +114,14 @@ def test_benchmarks_tables_are_current_and_the_documents_stay_short() -> None:
     )
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
     assert len((ROOT / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines()) <= 300
+
+
+def test_the_links_of_readme_and_benchmarks_point_to_files_that_exist() -> None:
+    """The two root documents are not part of the site, so the strict build does not check them."""
+    broken = []
+    for name in ("README.md", "BENCHMARKS.md"):
+        text = (ROOT / name).read_text(encoding="utf-8")
+        targets = re.findall(r"\]\(([^)#\s]+)[^)]*\)", text)
+        assert targets, name
+        broken += [f"{name}: {t}" for t in targets if not (ROOT / t).exists()]
+    assert broken == []
