@@ -81,6 +81,28 @@ def test_types_bounds_and_sections_of_a_small_config() -> None:
     assert "| `inner.depth` | int | `3` | ≥ 1, ≤ 5 | how deep \\| really |" in page
 
 
+class _Base(BaseModel):
+    """A base section without keys."""
+
+
+class _Plugged(_Base):
+    """A family's section, registered at run time."""
+
+    rate: float = Field(0.5, gt=0, description="its own key")
+
+
+class _Registry(BaseModel):
+    """Sections typed by their base class, as a registry fills them in."""
+
+    plugged: _Base = Field(default_factory=_Plugged)
+
+
+def test_a_section_typed_by_its_base_class_shows_its_default_class_keys() -> None:
+    page = config_reference.render(_Registry)
+    assert "## `plugged`\n\nA family's section, registered at run time." in page
+    assert "| `plugged.rate` | float | `0.5` | > 0 | its own key |" in page
+
+
 def test_write_page_check_fails_on_a_stale_page_and_passes_once_written(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("old\n", encoding="utf-8")

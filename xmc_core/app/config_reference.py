@@ -121,15 +121,35 @@ def _item_defaults(model: type[BaseModel]) -> dict[str, Any]:
     return json.loads(json.dumps(found, default=str))
 
 
+def _dump(instance: BaseModel) -> dict[str, Any]:
+    """An instance's values as JSON, by its own class (not the field's annotation)."""
+    return type(instance).model_dump(instance, mode="json")
+
+
 def _default(value: Any) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
-def section_rows(model: type[BaseModel], prefix: str, values: dict[str, Any]) -> list[str]:
+def _sub_section(
+    model: type[BaseModel], name: str, values: dict[str, Any], instance: BaseModel | None
+) -> type[BaseModel] | None:
+    """The section class held by field ``name``: the class of its default value (so a field
+    typed by a base class, or made at run time, shows its real keys), else its annotation's."""
+    if not isinstance(values.get(name), dict):
+        return None
+    value = getattr(instance, name, None) if instance is not None else None
+    if isinstance(value, BaseModel):
+        return type(value)
+    return _section_of(model.model_fields[name].annotation)
+
+
+def section_rows(
+    model: type[BaseModel], prefix: str, values: dict[str, Any], instance: BaseModel | None
+) -> list[str]:
     """Table rows of one section's plain keys (key, type, default, bounds, description)."""
     rows = []
     for name, field in model.model_fields.items():
-        if _section_of(field.annotation) is not None and isinstance(values.get(name), dict):
+        if _sub_section(model, name, values, instance) is not None:
             continue
         row = [
             f"`{prefix}{name}`",
@@ -142,21 +162,32 @@ def section_rows(model: type[BaseModel], prefix: str, values: dict[str, Any]) ->
     return rows
 
 
-def section_blocks(model: type[BaseModel], prefix: str, values: dict[str, Any]) -> list[str]:
-    """The page's blocks for ``model`` at ``prefix``: its own table, then each sub-section."""
+def section_blocks(
+    model: type[BaseModel],
+    prefix: str,
+    values: dict[str, Any],
+    instance: BaseModel | None = None,
+) -> list[str]:
+    """The page's blocks for ``model`` at ``prefix`` (``values``: its defaults as JSON,
+    ``instance``: the default object when there is one): its own table, then each sub-section,
+    then the items of its lists of sections."""
     blocks: list[str] = []
-    rows = section_rows(model, prefix, values)
+    rows = section_rows(model, prefix, values, instance)
     if rows:
         head = "| key | type | default | bounds | description |\n|---|---|---|---|---|"
         blocks.append(head + "\n" + "\n".join(rows))
     for name, field in model.model_fields.items():
-        sub = _section_of(field.annotation)
-        if sub is None or not isinstance(values.get(name), dict):
+        sub = _sub_section(model, name, values, instance)
+        if sub is None:
             continue
         title = f"## `{prefix}{name}`" if not prefix else f"### `{prefix}{name}`"
         doc = prose(field.description) or prose(sub.__doc__)
         blocks.append(title + ("\n\n" + doc if doc else ""))
-        blocks.extend(section_blocks(sub, f"{prefix}{name}.", values[name]))
+        inner = getattr(instance, name, None) if instance is not None else None
+        if isinstance(inner, BaseModel):  # its own dump: a base-class annotation dumps less
+            blocks.extend(section_blocks(sub, f"{prefix}{name}.", _dump(inner), inner))
+        else:
+            blocks.extend(section_blocks(sub, f"{prefix}{name}.", values[name]))
     for name, field in model.model_fields.items():
         item = _item_of(field.annotation)
         if item is None:
@@ -169,9 +200,9 @@ def section_blocks(model: type[BaseModel], prefix: str, values: dict[str, Any]) 
 
 def render(config: type[BaseModel] = XmcConfig) -> str:
     """The whole page: the top-level keys, then one heading and table per section."""
-    values = config().model_dump(mode="json")
+    instance = config()
     blocks = [HEADER.strip(), "## Top-level keys"]
-    blocks.extend(section_blocks(config, "", values))
+    blocks.extend(section_blocks(config, "", _dump(instance), instance))
     return "\n\n".join(blocks) + "\n"
 
 
