@@ -33,8 +33,10 @@ def _makefile_exports() -> set[str]:
 
 
 def _lifecycle_blocks() -> list[str]:
-    """The README's bash blocks that start servers."""
-    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    """The documented bash blocks that start servers (the lifecycle pages, once the README's)."""
+    pages = [REPO / "docs" / "lifecycle" / name for name in ("flows.md", "registry.md")]
+    text = "".join(page.read_text() for page in pages)
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     return [b for b in blocks if "server start" in b]
 
 

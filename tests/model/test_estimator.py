@@ -24,14 +24,14 @@ from xmc_core.errors import InputError
 from xmc_core.families.train import train_in_process, train_matrices_in_process
 from xmc_core.features.matrices import MatrixFiles
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"  # (was README.md's)
 
 
 def _readme_example() -> tuple[str, list[str]]:
     """The python block of the README's section on Python entry points, and what it says the
     block prints (the backquoted values of its "It prints" sentence)."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Python and PECOS-style entry points") :]
+    section = text[text.index("## `XmcClassifier`") :]
     code = re.search(r"```python\n(.*?)```", section, re.S)
     said = re.search(r"It prints `(.*?)` and `(.*?)`\.", section)
     assert code is not None and said is not None

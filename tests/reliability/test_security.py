@@ -191,7 +191,14 @@ def _commands(text: str, markdown: bool) -> list[str]:
     return [" ".join(c.split()) for c in lines]
 
 
-@pytest.mark.parametrize("name", ["README.md", "prefect.yaml", "Makefile", "BENCHMARKS.md"])
+DOC_PAGES = sorted(  # the generated reference/ holds --help text (`--host HOST`), not commands
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md") if "reference" not in p.parts
+)
+
+
+@pytest.mark.parametrize(
+    "name", ["README.md", "prefect.yaml", "Makefile", "BENCHMARKS.md", *DOC_PAGES]
+)
 def test_documented_servers_bind_localhost(name: str) -> None:
     path = ROOT / name
     if not path.is_file():
@@ -204,7 +211,7 @@ def test_documented_servers_bind_localhost(name: str) -> None:
         assert all(h.strip("`'\"") in ("127.0.0.1", "localhost") for h in hosts), command
         if "xmc serve" not in command:  # its default is checked above
             assert hosts, f"{name}: no --host 127.0.0.1 in {command}"
-    if name == "README.md":
+    if name == "docs/lifecycle/registry.md":  # the lifecycle's commands (once the README's)
         assert len(servers) >= 4  # prefect, mlflow server/ui/models serve, xmc serve
 
 
