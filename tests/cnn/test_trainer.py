@@ -88,7 +88,7 @@ def test_same_seed_same_network_and_resume_ends_the_same(
     other = train_network(tokens, Y, init, cfg.model_copy(update={"seed": 1}), tmp_path / "s")
     assert not same(weights(first.folder), weights(other.folder))
 
-    save, calls = trainer.EpochLoop.save_resume, []
+    save, calls = trainer.CnnTraining.checkpoint, []
 
     def interrupted(self, *args):
         save(self, *args)
@@ -96,21 +96,21 @@ def test_same_seed_same_network_and_resume_ends_the_same(
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer.EpochLoop, "save_resume", interrupted)
+    monkeypatch.setattr(trainer.CnnTraining, "checkpoint", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train_network(tokens, Y, init, cfg, tmp_path / "c")
     assert (tmp_path / ".c.resume" / "state.json").is_file()
-    monkeypatch.setattr(trainer.EpochLoop, "save_resume", save)
+    monkeypatch.setattr(trainer.CnnTraining, "checkpoint", save)
     ticks = iter(range(0, 10**6, 31))  # every clock reading 31 s on: a progress line a step
     caplog.clear()  # only the resumed run's lines (an earlier test may leave xmc_core at INFO)
     with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
         resumed = train_network(tokens, Y, init, cfg, tmp_path / "c", clock=lambda: next(ticks))
     assert "xml-cnn: resumed after epoch 2 from" in caplog.text
     first_line = next(m for m in caplog.messages if m.startswith("xml-cnn: step"))
-    # 8 steps an epoch: step 17 of 24 came 62 s (two clock readings) after the loop started:
-    # 7 steps left at this run's pace, not at 62 s per 17 steps
+    # 8 steps an epoch: step 17 of 24 came 31 s (one clock reading) after the loop started:
+    # 7 steps left at this run's pace (7 x 31 s), not at 31 s per 17 steps
     assert first_line.startswith("xml-cnn: step 17/24 (71%)") and first_line.endswith(
-        ", 7m14s left"
+        ", 3m37s left"
     )
     assert same(weights(resumed.folder), weights(first.folder))
     assert resumed.history[:2] == [{**h, "seconds": resumed.history[i]["seconds"]}
@@ -134,9 +134,9 @@ def test_time_budget_and_early_stopping(
             tmp_path / "b", clock=lambda: next(ticks),
         )  # fmt: skip
     first_line = next(m for m in caplog.messages if m.startswith("xml-cnn: step"))
-    # 399 steps at 62 s each would take hours: the budget leaves 200 - 62 s
+    # 399 steps at 31 s each would take hours: the budget leaves 200 - 31 s
     assert first_line.startswith("xml-cnn: step 1/400 (0%)")
-    assert first_line.endswith(", 2m18s left (time budget)"), first_line
+    assert first_line.endswith(", 2m49s left (time budget)"), first_line
     never = cfg.model_copy(update={"lr": 1e-9, "epochs": 50, "patience": 2})
     stopped = train_network(tokens, Y, init, never, tmp_path / "p")
     assert stopped.stopped == "early stop: no better val P@1 in 2 epochs"

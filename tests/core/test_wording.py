@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from tests.cli_helpers import write_lines
 from xmc_core.app.cli import _wrote, manifest_summary
-from xmc_core.cnn.trainer import RunState
 from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus.importers import ingest
+from xmc_core.neural_loop import LoopState, TrainingLoop
 from xmc_core.serving.registry.listing import RegistryListing, VersionEntry, format_listing
 from xmc_core.wording import counted
 
@@ -37,5 +38,9 @@ def test_messages_of_one_thing_say_it_in_the_singular(tmp_path: Path, capsys) ->
         history=["1"], versions=[version],
     )  # fmt: skip
     assert format_listing(listing).splitlines()[0] == "xmc: 1 version (sqlite:///m.db)"
-    state = RunState(epoch=1, best_epoch=1, best_p1=0.5)
-    assert state.stop_reason(XmlCnnConfig(epochs=1, patience=5), False) == "all 1 epoch"
+    cfg = XmlCnnConfig(epochs=1, patience=5)
+    loop = TrainingLoop(logging.getLogger("t"), "t", cfg.epochs, 1, patience=cfg.patience)
+    loop.passes = 1
+    assert (
+        loop.stop_reason(LoopState(epoch=1, best_epoch=1, best_score=0.5), False) == "all 1 epoch"
+    )

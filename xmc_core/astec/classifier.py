@@ -22,13 +22,13 @@ import torch
 
 from xmc_core.astec.config import AstecConfig
 from xmc_core.astec.dense import Block, fuse, shortlist_logits, unit_rows
-from xmc_core.astec.loop import Epochs
 from xmc_core.astec.network import ShortlistNet
 from xmc_core.astec.parts import dense_rows
 from xmc_core.astec.shortlist import Shortlister
 from xmc_core.errors import InputError
 from xmc_core.evaluation.ranking import top_k_dense
 from xmc_core.neural import descend, epoch_seed, split_rows, torch_threads
+from xmc_core.neural_loop import LoopState, TrainingLoop
 
 log = logging.getLogger(__name__)
 WHAT = "astec classifier"
@@ -126,9 +126,9 @@ def fit_classifier(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: AstecConfig) -> Fitt
         vectors = np.where(has[:, None], V, 0.0).astype(np.float32)
         trainer = ShortlistTraining(ShortlistNet(vectors, bias, cfg.block_dropout), Z, Y,
                                     train_rows, short, cfg)  # fmt: skip
-        best, epochs = trainer.run(val_rows, val)
+        best, state = trainer.run(val_rows, val)
     W, b, block, beta = best
-    record = epochs.record(indexed_labels=int(has.sum()), mean_shortlist=round(width, 1))
+    record = state.record(indexed_labels=int(has.sum()), mean_shortlist=round(width, 1))
     return Fitted(shortlister, W, b, block, beta, record)
 
 
@@ -136,7 +136,8 @@ Exported = tuple[np.ndarray, np.ndarray, Block, float]
 
 
 class ShortlistTraining:
-    """The epochs of the shortlist classifier (BCE over each document's candidate pairs)."""
+    """The shortlist classifier's part of :class:`~xmc_core.neural_loop.TrainingLoop` (BCE over
+    each document's candidate pairs; the best epoch by validation P@1 of the fused scores)."""
 
     def __init__(
         self, net: ShortlistNet, Z: np.ndarray, Y: sp.csr_matrix, rows: np.ndarray,
@@ -149,57 +150,72 @@ class ShortlistTraining:
             torch.optim.SparseAdam(list(net.weight.parameters()) + list(net.bias.parameters()),
                                    lr=cfg.lr),
         ]  # fmt: skip
+        self.best: Exported | None = None
 
     def run(
         self, val_rows: np.ndarray, val: tuple[np.ndarray, np.ndarray] | None
-    ) -> tuple[Exported, Epochs]:
+    ) -> tuple[Exported, LoopState]:
         """Train; returns the best epoch's parts (by validation P@1 of the fused scores)
         and the loop's record."""
         cfg, n = self.cfg, len(self.rows)
         steps = max(-(-n // cfg.batch_size), 1)
-        epochs = Epochs(WHAT, cfg.classifier_epochs, steps, cfg.time_budget_s)
+        loop = TrainingLoop(log, WHAT, cfg.classifier_epochs, steps, budget_s=cfg.time_budget_s,
+                            score_key="val_score", best="first")  # fmt: skip
         width = float((self.shortlist >= 0).sum(axis=1).mean())
         log.info("%s: %s training docs, %s validation docs, %s labels; each document's pairs: "
                  "its ANN shortlist (%.1f labels on average), %d random labels, its positives",
                  WHAT, f"{n:,}", f"{len(val_rows):,}", f"{self.Y.shape[1]:,}", width,
                  cfg.n_random)  # fmt: skip
-        best: Exported | None = None
-        for epoch in epochs:
-            self.epoch(epoch, epochs)
-            exported = self.export(1.0)
-            if val is None:
-                beta = min(cfg.beta_grid, key=lambda b: abs(b - 0.5))
-                if epochs.end_epoch(None, beta=beta):
-                    best = (*exported[:3], beta)
-                continue
-            beta, scores = self.validate(exported, val_rows, val)
-            p1, p5 = scores[beta]
-            ann_only, clf_only = fused_precision_ends(scores)
-            if epochs.end_epoch(p1, beta=beta, val_p5=p5, p1_ann=ann_only, p1_clf=clf_only):
-                best = (*exported[:3], beta)
-        assert best is not None
-        log.info("%s: beta %.2f chosen on %s validation documents", WHAT, best[3],
+        self.val_rows, self.val = val_rows, val
+        state = loop.run(self)
+        assert self.best is not None
+        log.info("%s: beta %.2f chosen on %s validation documents", WHAT, self.best[3],
                  f"{len(val_rows):,}")  # fmt: skip
-        return best, epochs
+        return self.best, state
 
-    def epoch(self, epoch: int, epochs: Epochs) -> None:
-        """One pass over the training rows in a seeded order."""
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """Epoch ``epoch + 1``'s batches (positions in the training rows) in a seeded order,
+        its dropout seeded; the step's random labels come from the same generator."""
         cfg = self.cfg
-        torch.manual_seed(epoch_seed(cfg.seed, epoch))
-        rng = np.random.default_rng([cfg.seed, 4, epoch])
-        order = rng.permutation(len(self.rows))
+        torch.manual_seed(epoch_seed(cfg.seed, epoch + 1))
+        self.rng = np.random.default_rng([cfg.seed, 4, epoch + 1])
+        order = self.rng.permutation(len(self.rows))
         self.net.train()
-        for start in range(0, len(order), cfg.batch_size):
-            part = order[start : start + cfg.batch_size]
-            epochs.step(self.step(part, rng), len(part))
-            if epochs.over_budget:
-                return
+        return [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
 
-    def step(self, part: np.ndarray, rng: np.random.Generator) -> float:
+    def validate(self) -> dict[str, Any]:
+        """The epoch's classifier, its ``beta`` and validation scores (none without validation
+        rows: the ``beta`` of the grid nearest 0.5)."""
+        self.exported = self.export(1.0)
+        if self.val is None:
+            self.beta = min(self.cfg.beta_grid, key=lambda b: abs(b - 0.5))
+            return {"val_score": None, "beta": self.beta}
+        beta, scores = self.choose(self.exported, self.val_rows, self.val)
+        self.beta = beta
+        p1, p5 = scores[beta]
+        ann_only, clf_only = fused_precision_ends(scores)
+        return {"val_score": p1, "beta": beta, "val_p5": p5, "p1_ann": ann_only,
+                "p1_clf": clf_only}  # fmt: skip
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        score = entry["val_score"]
+        shown = "".join(
+            f", {k} {v:.4f}" for k, v in entry.items()
+            if k not in ("epoch", "loss", "seconds", "val_score") and isinstance(v, float)
+        )  # fmt: skip
+        return ("" if score is None else f", val {score:.4f}") + shown
+
+    def snapshot(self) -> None:
+        self.best = (*self.exported[:3], self.beta)
+
+    def checkpoint(self, state: LoopState) -> None:
+        """Nothing: the classifier does not resume."""
+
+    def step(self, part: np.ndarray) -> float:
         """One step on training rows ``self.rows[part]``; returns the mean BCE of its pairs."""
         docs = self.rows[part]
         pair_rows, labels, targets = candidate_pairs(
-            self.shortlist[part], self.Y[docs], self.cfg.n_random, rng
+            self.shortlist[part], self.Y[docs], self.cfg.n_random, self.rng
         )
         z = torch.from_numpy(self.Z[docs])
         logits = self.net(z, torch.from_numpy(pair_rows), torch.from_numpy(labels))
@@ -217,7 +233,7 @@ class ShortlistTraining:
             b = self.net.bias.weight.detach().numpy()[:, 0].copy()
         return W, b, block, beta
 
-    def validate(
+    def choose(
         self, exported: Exported, val_rows: np.ndarray, val: tuple[np.ndarray, np.ndarray]
     ) -> tuple[float, dict[float, tuple[float, float]]]:
         """:func:`choose_beta` on the validation rows' ANN shortlists."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from xmc_core.astec.config import AstecConfig
-from xmc_core.astec.loop import Epochs
 from xmc_core.astec.network import SurrogateNet, bag_inputs
 from xmc_core.astec.parts import AstecEncoder
 from xmc_core.config import TreeConfig
@@ -27,6 +27,7 @@ from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
 from xmc_core.neural import descend, epoch_seed, prior_logits, split_rows, torch_threads
+from xmc_core.neural_loop import LoopState, TrainingLoop
 
 log = logging.getLogger(__name__)
 WHAT = "astec surrogate"
@@ -72,31 +73,73 @@ def train_surrogate(train: SplitFeatures, meta: LabelTree, cfg: AstecConfig) -> 
                            cfg.block_dropout)  # fmt: skip
         with torch.no_grad():
             net.output.bias.copy_(torch.from_numpy(prior_logits(Yc[rows])))
-        opts = [
-            torch.optim.Adam(net.dense_parameters(), lr=cfg.lr),
-            torch.optim.SparseAdam([net.embedding.weight], lr=cfg.lr),
-        ]
         steps = max(-(-len(rows) // cfg.batch_size), 1)
-        epochs = Epochs(WHAT, cfg.surrogate_epochs, steps, cfg.time_budget_s)
+        loop = TrainingLoop(log, WHAT, cfg.surrogate_epochs, steps, budget_s=cfg.time_budget_s,
+                            score_key="val_score", best="first")  # fmt: skip
         log.info("%s: %s training docs, %s validation docs, %s features, %s meta-labels",
                  WHAT, f"{len(rows):,}", f"{len(val_rows):,}", f"{X.shape[1]:,}",
                  f"{Yc.shape[1]:,}")  # fmt: skip
-        best = AstecEncoder(cfg, net.embedding.weight.detach().numpy().copy(), net.block.export())
-        for epoch in epochs:
-            torch.manual_seed(epoch_seed(cfg.seed, epoch))
-            order = np.random.default_rng([cfg.seed, 2, epoch]).permutation(rows)
-            net.train()
-            for start in range(0, len(order), cfg.batch_size):
-                batch = order[start : start + cfg.batch_size]
-                epochs.step(step(net, opts, X[batch], Yc[batch]), len(batch))
-                if epochs.over_budget:
-                    break
-            p1 = meta_precision(net, X[val_rows], Yc[val_rows]) if len(val_rows) else None
-            if epochs.end_epoch(p1):
-                E = net.embedding.weight.detach().numpy().copy()
-                best = AstecEncoder(cfg, E, net.block.export())
-    best.record = epochs.record(meta_labels=int(Yc.shape[1]))
+        training = SurrogateTraining(net, X, Yc, rows, val_rows, cfg)
+        state = loop.run(training)
+    best = training.best
+    best.record = state.record(meta_labels=int(Yc.shape[1]))
     return best
+
+
+class SurrogateTraining:
+    """Module 1's part of :class:`~xmc_core.neural_loop.TrainingLoop`: its batches, its step,
+    its validation P@1 over the meta-labels and the best encoder."""
+
+    def __init__(
+        self, net: SurrogateNet, X: sp.csr_matrix, Yc: sp.csr_matrix, rows: np.ndarray,
+        val_rows: np.ndarray, cfg: AstecConfig,
+    ) -> None:  # fmt: skip
+        self.net, self.X, self.Yc, self.rows, self.val_rows, self.cfg = (
+            net,
+            X,
+            Yc,
+            rows,
+            val_rows,
+            cfg,
+        )
+        self.opts = [
+            torch.optim.Adam(net.dense_parameters(), lr=cfg.lr),
+            torch.optim.SparseAdam([net.embedding.weight], lr=cfg.lr),
+        ]
+        self.best = self.encoder()
+
+    def encoder(self) -> AstecEncoder:
+        """The encoder the network is now."""
+        E = self.net.embedding.weight.detach().numpy().copy()
+        return AstecEncoder(self.cfg, E, self.net.block.export())
+
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """Epoch ``epoch + 1``'s batches in a seeded order, its dropout seeded."""
+        cfg = self.cfg
+        torch.manual_seed(epoch_seed(cfg.seed, epoch + 1))
+        order = np.random.default_rng([cfg.seed, 2, epoch + 1]).permutation(self.rows)
+        self.net.train()
+        return [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+
+    def step(self, rows: np.ndarray) -> float:
+        return step(self.net, self.opts, self.X[rows], self.Yc[rows])
+
+    def validate(self) -> dict[str, Any]:
+        """``{"val_score": P@1 over the meta-labels}`` (None without validation rows)."""
+        if not len(self.val_rows):
+            return {"val_score": None}
+        return {
+            "val_score": meta_precision(self.net, self.X[self.val_rows], self.Yc[self.val_rows])
+        }
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return "" if entry["val_score"] is None else f", val {entry['val_score']:.4f}"
+
+    def snapshot(self) -> None:
+        self.best = self.encoder()
+
+    def checkpoint(self, state: LoopState) -> None:
+        """Nothing: module 1 does not resume."""
 
 
 def step(

@@ -19,7 +19,6 @@ import logging
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,16 @@ from xmc_core.neural import (
     split_rows,
     torch_threads,
 )
-from xmc_core.progress import Clock, StepLog, duration
+from xmc_core.neural_loop import LoopState, TrainingLoop, cpu_weights
+from xmc_core.progress import Clock
 from xmc_core.storage.atomic import write_json
 from xmc_core.transformer.tokens import TokenizedTexts, epoch_batches
-from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
 WHAT = "xml-cnn"
+SAVED = ("epoch", "history", "best_epoch", "elapsed")
+"""The :class:`~xmc_core.neural_loop.LoopState` fields a resume checkpoint keeps (and
+``best_p1``: the best score, -1 for none)."""
 
 
 def resume_dir(out: Path) -> Path:
@@ -75,26 +77,6 @@ def precision_at_1(
     return hits / max(len(rows), 1)
 
 
-@dataclass
-class RunState:
-    """What an epoch checkpoint holds besides the weights."""
-
-    epoch: int = 0  # epochs done
-    history: list[dict[str, Any]] = field(default_factory=list)
-    best_epoch: int = 0
-    best_p1: float = -1.0
-    elapsed: float = 0.0
-
-    def stop_reason(self, cfg: XmlCnnConfig, over_budget: bool) -> str | None:
-        if over_budget:
-            return f"time budget of {duration(cfg.time_budget_s or 0)} reached"
-        if self.epoch - self.best_epoch >= cfg.patience and self.best_p1 >= 0:
-            return f"early stop: no better val P@1 in {counted(cfg.patience, 'epoch')}"
-        if self.epoch >= cfg.epochs:
-            return f"all {counted(cfg.epochs, 'epoch')}"
-        return None
-
-
 def train_network(
     tokens: TokenizedTexts, Y: sp.csr_matrix, init: np.ndarray, cfg: XmlCnnConfig, out: Path,
     clock: Clock = time.monotonic,
@@ -110,10 +92,11 @@ def train_network(
             net.embedding.weight.copy_(torch.from_numpy(init))
             net.output.bias.copy_(torch.from_numpy(prior_logits(Y)))
         net.to(device)
-        loop = EpochLoop(net, optimizers(net, cfg), tokens, sp.csr_matrix(Y, dtype=np.float32), cfg,
-                         device, clock)  # fmt: skip
-        state, best = loop.run(resume_dir(Path(out)), shapes)
-    write_checkpoint(Path(out), best, cfg, shapes, state.history, state.best_epoch, loop.stopped)
+        training = CnnTraining(net, optimizers(net, cfg), tokens,
+                               sp.csr_matrix(Y, dtype=np.float32), cfg, device,
+                               resume_dir(Path(out)), shapes)  # fmt: skip
+        state, best = training.run(clock)
+    write_checkpoint(Path(out), best, cfg, shapes, state.history, state.best_epoch, state.stopped)
     shutil.rmtree(resume_dir(Path(out)), ignore_errors=True)
     return CnnCheckpoint.load(out)
 
@@ -129,66 +112,43 @@ def optimizers(net: XmlCnn, cfg: XmlCnnConfig) -> list[torch.optim.Optimizer]:
     ]
 
 
-class EpochLoop:
-    """The epochs of one training run (see the module docstring)."""
+class CnnTraining:
+    """The network's part of :class:`~xmc_core.neural_loop.TrainingLoop`: its batches, its
+    Adam step, its validation P@1, the best weights and the resume checkpoints."""
 
     def __init__(
         self, net: XmlCnn, opts: list[torch.optim.Optimizer], tokens: TokenizedTexts,
-        Y: sp.csr_matrix,
-        cfg: XmlCnnConfig, device: torch.device, clock: Clock,
+        Y: sp.csr_matrix, cfg: XmlCnnConfig, device: torch.device, folder: Path, shapes: Shapes,
     ) -> None:  # fmt: skip
         self.net, self.opts, self.tokens, self.Y = net, opts, tokens, Y
-        self.cfg, self.device, self.clock = cfg, device, clock
+        self.cfg, self.device, self.folder, self.shapes = cfg, device, folder, shapes
         self.train_rows, self.val_rows = split_rows(tokens.n_docs, cfg)
-        self.stopped = ""
+        self.best: dict[str, torch.Tensor] = {}
 
-    def run(self, resume: Path, shapes: Shapes) -> tuple[RunState, dict[str, torch.Tensor]]:
-        """Train to the end; returns the run's record and the best epoch's weights."""
+    def run(self, clock: Clock) -> tuple[LoopState, dict[str, torch.Tensor]]:
+        """Train to the end (from the resume checkpoint if there is one: patience, budget,
+        the first of equal P@1); returns the run's record and the best epoch's weights."""
         cfg, n = self.cfg, len(self.train_rows)
-        state, best = self.resume(resume, shapes)
-        steps = max(n // cfg.batch_size, min(n, 1))
-        budget = None if cfg.time_budget_s is None else cfg.time_budget_s - state.elapsed
-        progress = StepLog(
-            log, WHAT, steps * cfg.epochs, clock=self.clock, done=steps * state.epoch,
-            budget_s=budget,
-        )  # fmt: skip
+        state = self.resume()
         log.info(
             "%s: %s training docs, %s validation docs, %s targets, %s epochs at most on %s",
             WHAT, f"{n:,}", f"{len(self.val_rows):,}", f"{self.Y.shape[1]:,}", cfg.epochs,
             self.device,
         )  # fmt: skip
-        start = self.clock() - state.elapsed
-        reason = state.stop_reason(cfg, False)
-        while reason is None:
-            over = self.epoch(state.epoch, progress, start)
-            state.epoch += 1
-            state.elapsed = self.clock() - start
-            best = self.record(state, best, progress)
-            self.save_resume(resume, state, best, shapes)
-            reason = state.stop_reason(cfg, over)
-        self.stopped = reason
-        log.info("%s: %s; best epoch %d", WHAT, reason, state.best_epoch)
-        return state, best if best else self.net.state_dict()
+        steps = max(n // cfg.batch_size, min(n, 1))
+        loop = TrainingLoop(log, WHAT, cfg.epochs, steps, budget_s=cfg.time_budget_s,
+                            patience=cfg.patience, best="first", clock=clock)  # fmt: skip
+        state = loop.run(self, state)
+        return state, self.best if self.best else self.net.state_dict()
 
-    def epoch(self, epoch: int, progress: StepLog, start: float) -> bool:
-        """One pass over the training rows; True when the time budget ran out."""
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """Epoch ``epoch``'s batches (similar lengths together), its dropout seeded."""
         cfg = self.cfg
         torch.manual_seed(epoch_seed(cfg.seed, epoch))
         rng = np.random.default_rng([cfg.seed, 2, epoch])
         batches = epoch_batches(self.train_rows, self.tokens.lengths, cfg.batch_size, rng)
         self.net.train()
-        self.loss_sum, self.loss_steps = 0.0, 0
-        for i, rows in enumerate(batches):
-            loss = self.step(rows)
-            self.loss_sum += loss
-            self.loss_steps += 1
-            progress.step(loss, len(rows))
-            if progress.due() and i + 1 < len(batches):  # the epoch's own line follows
-                progress.emit()
-            budget = cfg.time_budget_s
-            if budget is not None and self.clock() - start >= budget:
-                return True
-        return False
+        return batches
 
     def step(self, rows: np.ndarray) -> float:
         """One Adam step on documents ``rows``; returns the mean BCE of the batch."""
@@ -199,59 +159,57 @@ class EpochLoop:
         loss = torch.nn.functional.binary_cross_entropy_with_logits(self.net(ids, lengths), target)
         return descend(loss, self.opts)
 
-    def record(
-        self, state: RunState, best: dict[str, torch.Tensor], progress: StepLog
-    ) -> dict[str, torch.Tensor]:
-        """Validate the epoch just done, log it, keep its weights if they are the best."""
-        cfg, epoch = self.cfg, state.epoch
-        entry: dict[str, Any] = {
-            "epoch": epoch, "loss": self.loss_sum / max(self.loss_steps, 1),
-            "seconds": round(state.elapsed, 3), "val_P@1": None,
-        }  # fmt: skip
-        if len(self.val_rows):
-            entry["val_P@1"] = precision_at_1(
-                self.net, self.tokens, self.Y, self.val_rows, cfg.eval_batch_size, self.device
-            )
-        state.history.append(entry)
-        p1 = entry["val_P@1"]
-        score = "" if p1 is None else f", val P@1 {p1:.4f}"
-        progress.emit(f", epoch {epoch}/{cfg.epochs}{score}")
-        if p1 is None or p1 > state.best_p1:
-            state.best_p1, state.best_epoch = -1.0 if p1 is None else p1, epoch
-            return {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()}
-        return best
+    def validate(self) -> dict[str, Any]:
+        """``{"val_P@1": ...}`` on the validation rows (None without any)."""
+        net, rows, batch = self.net, self.val_rows, self.cfg.eval_batch_size
+        p1 = (
+            precision_at_1(net, self.tokens, self.Y, rows, batch, self.device)
+            if len(rows)
+            else None
+        )
+        return {"val_P@1": p1}
 
-    def save_resume(
-        self, folder: Path, state: RunState, best: dict[str, torch.Tensor], shapes: Shapes
-    ) -> None:
-        """The last epoch (weights, optimizer, record) and the best weights, in ``folder``."""
+    def describe(self, entry: dict[str, Any]) -> str:
+        p1 = entry["val_P@1"]
+        return "" if p1 is None else f", val P@1 {p1:.4f}"
+
+    def snapshot(self) -> None:
+        self.best = cpu_weights(self.net)
+
+    def checkpoint(self, state: LoopState) -> None:
+        """The last epoch (weights, optimizer, record) and the best weights, in the resume
+        folder."""
+        folder = self.folder
         folder.mkdir(parents=True, exist_ok=True)
-        save_tensors(folder / "best.safetensors", best)
+        save_tensors(folder / "best.safetensors", self.best)
         last = {f"net.{k}": v for k, v in self.net.state_dict().items()}
         for j, opt in enumerate(self.opts):
             for i, slots in opt.state_dict()["state"].items():
                 last |= {f"opt.{j}.{i}.{name}": torch.as_tensor(t) for name, t in slots.items()}
         save_tensors(folder / "last.safetensors", last)
-        write_json(folder / "state.json", {**state.__dict__, **self.identity(shapes)})
+        saved = {k: getattr(state, k) for k in SAVED}
+        saved["best_p1"] = -1.0 if state.best_score is None else state.best_score
+        write_json(folder / "state.json", {**saved, **self.identity()})
 
-    def identity(self, shapes: Shapes) -> dict[str, Any]:
+    def identity(self) -> dict[str, Any]:
         """What a resumed run must share with the one that wrote the checkpoint."""
         return {
-            "cfg": self.cfg.fingerprint(), "shapes": shapes.__dict__,
+            "cfg": self.cfg.fingerprint(), "shapes": self.shapes.__dict__,
             "n_docs": self.tokens.n_docs, "targets_nnz": int(self.Y.nnz),
         }  # fmt: skip
 
-    def resume(self, folder: Path, shapes: Shapes) -> tuple[RunState, dict[str, torch.Tensor]]:
-        """The state of the last epoch checkpointed in ``folder`` (none: a fresh start)."""
+    def resume(self) -> LoopState:
+        """The state of the last epoch checkpointed in the resume folder (none: a fresh
+        start); loads its weights, optimizer state and best weights."""
         import json
 
-        path = folder / "state.json"
+        folder, path = self.folder, self.folder / "state.json"
         if not path.is_file():
-            return RunState(), {}
+            return LoopState()
         saved = json.loads(path.read_text(encoding="utf-8"))
-        if any(saved.get(k) != v for k, v in self.identity(shapes).items()):
+        if any(saved.get(k) != v for k, v in self.identity().items()):
             log.info("%s: checkpoint in %s is of another run: starting afresh", WHAT, folder)
-            return RunState(), {}
+            return LoopState()
         last = load_tensors(folder / "last.safetensors")
         self.net.load_state_dict({k[4:]: v for k, v in last.items() if k.startswith("net.")})
         slots: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in self.opts]
@@ -263,6 +221,10 @@ class EpochLoop:
                 slots[int(j)].setdefault(int(i), {})[name] = value
         for opt, state in zip(self.opts, slots, strict=True):
             opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
-        state = RunState(**{k: saved[k] for k in RunState.__dataclass_fields__})
+        best_p1 = float(saved["best_p1"])
+        state = LoopState(
+            **{k: saved[k] for k in SAVED}, best_score=None if best_p1 < 0 else best_p1
+        )
+        self.best = load_tensors(folder / "best.safetensors")
         log.info("%s: resumed after epoch %d from %s", WHAT, state.epoch, folder)
-        return state, load_tensors(folder / "best.safetensors")
+        return state

@@ -33,9 +33,10 @@ from xmc_core.neural import (
     split_rows,
     torch_threads,
 )
+from xmc_core.neural_loop import LoopState, TrainingLoop, cpu_weights
 from xmc_core.neuralxc.config import NeuralXcConfig
 from xmc_core.neuralxc.network import NeuralXc
-from xmc_core.progress import Clock, StepLog, duration
+from xmc_core.progress import Clock
 from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
@@ -73,16 +74,6 @@ class TrainRecord:
     best_p1: float = -1.0
     stopped: str = ""
 
-    def stop_reason(self, cfg: NeuralXcConfig, over_budget: bool) -> str | None:
-        epoch = len(self.history)
-        if over_budget:
-            return f"time budget of {duration(cfg.time_budget_s or 0)} reached"
-        if epoch - self.best_epoch >= cfg.patience and self.best_p1 >= 0:
-            return f"early stop: no better val P@1 in {counted(cfg.patience, 'epoch')}"
-        if epoch >= cfg.epochs:
-            return f"all {counted(cfg.epochs, 'epoch')}"
-        return None
-
     def describe(self) -> str:
         """``3 epochs (best 2, val P@1 0.6120), early stop: ...``."""
         best = next((h for h in self.history if h["epoch"] == self.best_epoch), {})
@@ -106,102 +97,73 @@ def train_network(
         if cfg.label_prior_bias:
             with torch.no_grad():
                 net.output_bias().copy_(torch.from_numpy(prior_logits(Y)))
-        loop = EpochLoop(net.to(device), X, Y, cfg, device, clock)
-        record, best = loop.run()
+        record, best = NeuralXcTraining(net.to(device), X, Y, cfg, device).run(clock)
     net.load_state_dict(best)
     return net.cpu().eval(), record
 
 
-class EpochLoop:
-    """The epochs of one training run (see the module docstring)."""
+class NeuralXcTraining:
+    """The network's part of :class:`~xmc_core.neural_loop.TrainingLoop`: its batches, its
+    Adam step on the three-term loss, its validation P@1 and the best weights."""
 
     def __init__(
         self, net: NeuralXc, X: sp.csr_matrix, Y: sp.csr_matrix, cfg: NeuralXcConfig,
-        device: torch.device, clock: Clock,
+        device: torch.device,
     ) -> None:  # fmt: skip
-        self.net, self.X, self.Y, self.cfg, self.device, self.clock = net, X, Y, cfg, device, clock
+        self.net, self.X, self.Y, self.cfg, self.device = net, X, Y, cfg, device
         self.opt = torch.optim.Adam(  # fused: one kernel for every parameter, 10x the loop's speed
             net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True
         )
         self.train_rows, self.val_rows = split_rows(X.shape[0], cfg)
-        self.sums = dict.fromkeys(("loss", *TERMS), 0.0)
-        self.steps = 0
+        self.best: dict[str, torch.Tensor] = {}
 
-    def run(self) -> tuple[TrainRecord, dict[str, torch.Tensor]]:
+    def run(self, clock: Clock) -> tuple[TrainRecord, dict[str, torch.Tensor]]:
         """Train to the end; returns the record and the best epoch's weights."""
         cfg, n = self.cfg, len(self.train_rows)
-        steps = -(-n // cfg.batch_size)
-        progress = StepLog(
-            log, WHAT, steps * cfg.epochs, clock=self.clock, budget_s=cfg.time_budget_s
-        )
         log.info(
             "%s: %s training docs, %s validation docs, %s input columns, %s labels, "
             "%s epochs at most on %s",
             WHAT, f"{n:,}", f"{len(self.val_rows):,}", f"{self.X.shape[1]:,}",
             f"{self.Y.shape[1]:,}", cfg.epochs, self.device,
         )  # fmt: skip
-        record, best = TrainRecord(), {}
-        start = self.clock()
-        reason = record.stop_reason(cfg, False)
-        while reason is None:
-            over = self.epoch(len(record.history), progress, start)
-            best = self.record(record, best, progress, self.clock() - start)
-            reason = record.stop_reason(cfg, over)
-        record.stopped = reason
-        log.info("%s: %s; best epoch %d", WHAT, reason, record.best_epoch)
-        return record, best or self.copy()
+        loop = TrainingLoop(log, WHAT, cfg.epochs, -(-n // cfg.batch_size),
+                            budget_s=cfg.time_budget_s, patience=cfg.patience, best="last",
+                            clock=clock)  # fmt: skip
+        state = loop.run(self)
+        best_p1 = -1.0 if state.best_score is None else state.best_score
+        record = TrainRecord(state.history, state.best_epoch, best_p1, state.stopped)
+        if not self.best:
+            self.snapshot()
+        return record, self.best
 
-    def epoch(self, epoch: int, progress: StepLog, start: float) -> bool:
-        """One pass over the training rows; True when the time budget ran out."""
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """Epoch ``epoch``'s batches: the training rows in an order drawn from it."""
         cfg = self.cfg
         order = np.random.default_rng([cfg.seed, 2, epoch]).permutation(self.train_rows)
         self.net.train()
-        self.sums, self.steps = dict.fromkeys(self.sums, 0.0), 0
-        for begin in range(0, len(order), cfg.batch_size):
-            rows = order[begin : begin + cfg.batch_size]
-            loss = self.step(rows)
-            progress.step(loss, len(rows))
-            if progress.due() and begin + cfg.batch_size < len(order):  # the epoch's line follows
-                progress.emit()
-            budget = cfg.time_budget_s
-            if budget is not None and self.clock() - start >= budget:
-                return True
-        return False
+        return [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
 
-    def step(self, rows: np.ndarray) -> float:
-        """One Adam step on documents ``rows``; returns the batch's loss."""
+    def step(self, rows: np.ndarray) -> dict[str, float]:
+        """One Adam step on documents ``rows``; returns the batch's loss and its terms."""
         x, y = dense(self.X, rows, self.device), dense(self.Y, rows, self.device)
         parts = self.net.losses(x, y, self.cfg.alpha, self.cfg.beta)
         values = {"loss": descend(parts.total, [self.opt])}
-        values |= {t: float(getattr(parts, t).detach()) for t in TERMS}
-        for name, value in values.items():
-            self.sums[name] += value
-        self.steps += 1
-        return values["loss"]
+        return values | {t: float(getattr(parts, t).detach()) for t in TERMS}
 
-    def record(
-        self, record: TrainRecord, best: dict[str, torch.Tensor], progress: StepLog,
-        elapsed: float,
-    ) -> dict[str, torch.Tensor]:  # fmt: skip
-        """Validate the epoch just done, log it, keep its weights if they are the best."""
-        cfg, epoch = self.cfg, len(record.history) + 1
-        entry: dict[str, Any] = {"epoch": epoch}
-        entry |= {k: v / max(self.steps, 1) for k, v in self.sums.items()}
-        entry |= {"seconds": round(elapsed, 3), "val_P@1": None}
-        if len(self.val_rows):
-            entry["val_P@1"] = precision_at_1(
-                self.net, self.X, self.Y, self.val_rows, cfg.eval_batch_size, self.device
-            )
-        record.history.append(entry)
+    def validate(self) -> dict[str, Any]:
+        """``{"val_P@1": ...}`` on the validation rows (None without any)."""
+        net, rows, batch = self.net, self.val_rows, self.cfg.eval_batch_size
+        p1 = precision_at_1(net, self.X, self.Y, rows, batch, self.device) if len(rows) else None
+        return {"val_P@1": p1}
+
+    def describe(self, entry: dict[str, Any]) -> str:
         p1 = entry["val_P@1"]
         terms = ", ".join(f"{t} {entry[t]:.4g}" for t in TERMS)
-        score = "" if p1 is None else f", val P@1 {p1:.4f}"
-        progress.emit(f", epoch {epoch}/{cfg.epochs} ({terms}){score}")
-        if p1 is None or p1 >= record.best_p1:  # a tie: the later, longer-trained epoch
-            record.best_p1, record.best_epoch = -1.0 if p1 is None else p1, epoch
-            return self.copy()
-        return best
+        return f" ({terms})" + ("" if p1 is None else f", val P@1 {p1:.4f}")
 
-    def copy(self) -> dict[str, torch.Tensor]:
+    def snapshot(self) -> None:
         """The network's weights, copied to the CPU."""
-        return {k: v.detach().cpu().clone() for k, v in self.net.state_dict().items()}
+        self.best = cpu_weights(self.net)
+
+    def checkpoint(self, state: LoopState) -> None:
+        """Nothing: a NeuralXC run does not resume."""

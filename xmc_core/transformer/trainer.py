@@ -14,13 +14,15 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from xmc_core.config import MatcherConfig
 from xmc_core.evaluation.metrics import precision_at_k
-from xmc_core.progress import Clock, StepLog
+from xmc_core.neural_loop import LoopState, TrainingLoop
+from xmc_core.progress import Clock
 from xmc_core.transformer.encoder import TextEncoder, autocast, embed
 from xmc_core.transformer.head import LevelHead
 from xmc_core.transformer.shortlist import LevelProblem, top_clusters
@@ -92,15 +94,19 @@ def batches(
 
 
 class LevelLoop:
-    """The encoder, head, optimizers and schedules of one level: one training step at a time,
-    and validation P@k. Moves ``encoder`` and ``head`` to ``device`` in training mode."""
+    """The encoder, head, optimizers and schedules of one level, as the matcher's part of
+    :class:`~xmc_core.neural_loop.TrainingLoop`: its batches (``steps_per_level`` of
+    ``train_batches``), one training step at a time, and validation P@k on ``val_rows``.
+    Moves ``encoder`` and ``head`` to ``device`` in training mode."""
 
     def __init__(
         self, encoder: TextEncoder, head: LevelHead, problem: LevelProblem,
         tokens: TokenizedTexts, cfg: MatcherConfig, device: torch.device,
+        train_batches: Iterator[np.ndarray], val_rows: np.ndarray,
     ) -> None:  # fmt: skip
         self.encoder, self.head, self.problem, self.tokens = encoder, head, problem, tokens
         self.cfg, self.device = cfg, device
+        self.train_batches, self.val_rows = train_batches, val_rows
         encoder.to(device).train()
         head.to(device).train()
         total = cfg.steps_per_level
@@ -132,8 +138,13 @@ class LevelLoop:
             s.step()
         return float(loss.detach())
 
-    def validate(self, val_rows: np.ndarray) -> dict[str, float]:
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """The level's ``steps_per_level`` batches (one pass of the loop: ``epoch`` is 0)."""
+        return [next(self.train_batches) for _ in range(self.cfg.steps_per_level)]
+
+    def validate(self) -> dict[str, float]:
         """P@1/3/5 on the held-out documents ``val_rows`` (none: ``{}``)."""
+        val_rows = self.val_rows
         if not len(val_rows):
             return {}
         cfg = self.cfg
@@ -145,6 +156,15 @@ class LevelLoop:
             problem.Y[val_rows], problem.positive_weight[val_rows], None, 1.0
         )
         return precision_at(E_val, self.head, val_problem, np.arange(len(val_rows)))
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        return "".join(f", {k} {v:.4f}" for k, v in entry.items() if "@" in k)
+
+    def snapshot(self) -> None:
+        """Nothing: a level keeps its last weights."""
+
+    def checkpoint(self, state: LoopState) -> None:
+        """Nothing: the matcher checkpoints whole levels (:mod:`~xmc_core.transformer.matcher`)."""
 
 
 def fit_level(
@@ -170,29 +190,13 @@ def fit_level(
     if not len(val_rows):  # matcher_rows holds out min(eval_docs, n_docs // 10)
         why = "matcher.eval_docs=0" if cfg.eval_docs == 0 else "fewer than 10 documents"
         log.info("%s: P@k validation skipped: %s", what, why)
-    loop = LevelLoop(encoder, head, problem, tokens, cfg, device)
-    progress = StepLog(log, what, total, clock=clock)
-    start = last = progress.start
-    running, seen, n_steps = 0.0, 0, 0
     train_batches = batches(
         train_rows, cfg.batch_size, cfg.seed, level, tokens.lengths, cfg.pool_batches
     )
-    for step in range(total):
-        rows = next(train_batches)
-        loss = loop.step(rows)
-        running += loss
-        seen += len(rows)
-        n_steps += 1
-        now = progress.step(loss, len(rows))
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == total:
-            record = {"step": step + 1, "loss": running / n_steps}
-            record["docs_per_s"] = seen / max(now - last, 1e-9)
-            record |= loop.validate(val_rows)
-            history.records.append(record)
-            progress.emit("".join(f", {k} {v:.4f}" for k, v in record.items() if "@" in k))
-            running, seen, n_steps, last = 0.0, 0, 0, clock()
-        elif progress.due():
-            progress.emit()
-    history.steps = total
-    history.seconds = clock() - start
+    level_loop = LevelLoop(encoder, head, problem, tokens, cfg, device, train_batches, val_rows)
+    loop = TrainingLoop(log, what, 1, total, best=None, validate_every=cfg.eval_every,
+                        timing="docs_per_s", clock=clock)  # fmt: skip
+    state = loop.run(level_loop)
+    history.records, history.steps = state.history, total
+    history.seconds = clock() - loop.start
     return history
