@@ -356,6 +356,7 @@ def run_all(args: argparse.Namespace, report: dict[str, Any]) -> None:
         report["datasets"][key] = run_dataset(
             src, data, args.work / (fam or "") / name, step, preset
         )
+        write_report(args.out, report)  # after every run: a stopped run keeps what it did
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,10 +375,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     run_all(args, report)
     report["git_end"] = git_state()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_report(args.out, report)
     print(f"wrote {args.out}")
     return 0
+
+
+def write_report(out: Path, report: dict[str, Any]) -> None:
+    """``report`` as JSON at ``out``, replaced atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out)
 
 
 if __name__ == "__main__":
