@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from xmc_core.astec.loop import Epochs
+from xmc_core.families.astec.loop import Epochs
 
 
 class FakeClock:
@@ -23,7 +23,7 @@ def test_progress_every_30_s_budget_and_best_epoch(caplog: pytest.LogCaptureFixt
     epochs = Epochs("astec test", 5, 4, budget_s=100.0, clock=clock)
     scores = iter([0.5, 0.7, 0.7, 0.6, 0.9])
     best = []
-    with caplog.at_level(logging.INFO, logger="xmc_core.astec.loop"):
+    with caplog.at_level(logging.INFO, logger="xmc_core.families.astec.loop"):
         for _ in epochs:
             for _step in range(4):
                 clock.now += 10.0
