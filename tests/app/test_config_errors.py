@@ -143,8 +143,8 @@ def test_unregistered_model_kind(capsys: pytest.CaptureFixture[str]) -> None:
         f"error: model.kind: unknown model family 'xr-lineer' (known: {', '.join(known)}) "
         "(in --set model.kind=xr-lineer)",
         "  did you mean xr_linear?",
-        f"  fix: set model.kind to {' or '.join(known)} (a plug-in family needs its "
-        "module named in $XMC_PLUGINS)",
+        f"  fix: set model.kind to {' or '.join(known)} (a plug-in family is found through "
+        "its distribution's 'xmc.families' entry points)",
     ]
 
 

@@ -13,8 +13,8 @@ import torch
 from tests.model_helpers import Featurized
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.families import xml_cnn
 from xmc_core.families.train import train_in_process
+from xmc_core.families.xml_cnn import graph as xml_cnn
 from xmc_core.families.xml_cnn import trainer
 from xmc_core.families.xml_cnn.checkpoint import load_tensors
 from xmc_core.families.xml_cnn.config import XmlCnnConfig

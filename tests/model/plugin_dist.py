@@ -32,8 +32,8 @@ def installed(site: Path, dist: str, entry_points: dict[str, str]) -> Iterator[P
     old_path, old_env = list(sys.path), os.environ.get("PYTHONPATH")
     sys.path.insert(0, str(site))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), old_env) if p)
-    registry.discover(refresh=True)
     try:
+        registry.discover(refresh=True)
         yield site
     finally:
         sys.path[:] = old_path

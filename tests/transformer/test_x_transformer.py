@@ -16,7 +16,7 @@ from tests.model_helpers import Featurized, train_outputs, write_bow_dataset
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError
-from xmc_core.families import x_transformer
+from xmc_core.families.x_transformer import graph as x_transformer
 from xmc_core.families.xr_transformer.graph import tokenize_splits
 from xmc_core.linear.beam import beam_search
 from xmc_core.stages.graph import Held, InProcessRunner

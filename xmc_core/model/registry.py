@@ -49,7 +49,7 @@ _SHARED_PARTS = {
 _parts: dict[str, type] = {}
 _families: dict[str, Family] = {}
 _builtin: list[str] = []
-_discovered = False
+_loaded: set[str] = set()
 _discovering = False
 _lock = threading.RLock()
 
@@ -63,25 +63,32 @@ def register_part(cls: type, name: str | None = None) -> type:
     return cls
 
 
-def discover(refresh: bool = False) -> None:
-    """Read the ``xmc.families`` entry points (once; again with ``refresh``, after a plug-in
-    was installed in this process): the built-ins first, so a plug-in whose module imports the
-    config (which asks for the built-ins' sections) finds them. A family whose entry point
-    cannot be loaded is an InputError naming it."""
-    global _discovered, _discovering
+def discover(refresh: bool = False, plugins: bool = True) -> None:
+    """Read the ``xmc.families`` entry points: the built-ins (once), then, unless ``plugins``
+    is False, the plug-ins (once); all again with ``refresh``, after a plug-in was installed in
+    this process. The config asks for the built-ins alone while it is being imported, so a
+    plug-in's module may import the config. A family whose entry point cannot be loaded is an
+    InputError naming it."""
+    global _discovering
     with _lock:
-        if (_discovered and not refresh) or _discovering:
+        if refresh:
+            _loaded.clear()
+            _families.clear()
+            _builtin.clear()
+        wanted = ("built-in", "plug-in") if plugins else ("built-in",)
+        if _discovering or all(w in _loaded for w in wanted):
             return
         _discovering = True
         try:
             points = {p.name: p for p in reversed(list(entry_points(group=ENTRY_POINTS)))}
-            _families.clear()
-            _builtin.clear()
-            for point in sorted(points.values(), key=lambda p: not _is_builtin(p.value)):
-                _families[point.name] = _load(point)
-                if _is_builtin(point.value):
-                    _builtin.append(point.name)
-            _discovered = True
+            for which in (w for w in wanted if w not in _loaded):
+                for point in points.values():
+                    builtin = _is_builtin(point.value)
+                    if builtin == (which == "built-in"):
+                        _families[point.name] = _load(point)
+                        if builtin:
+                            _builtin.append(point.name)
+                _loaded.add(which)
         finally:
             _discovering = False
 
@@ -117,18 +124,20 @@ def family_names() -> list[str]:
 
 def canonical(name: str) -> str:
     """``name`` in its one spelling: an earlier release's ``xr-linear`` is ``xr_linear``
-    (a name no family has is returned as given)."""
-    discover()
-    if name in _families:
-        return name
+    (a name no family has is returned as given). The plug-ins are read only for a name no
+    built-in has."""
     underscored = name.replace("-", "_")
-    return underscored if underscored in _families else name
+    for plugins in (False, True):
+        discover(plugins=plugins)
+        for spelled in (name, underscored):
+            if spelled in _families:
+                return spelled
+    return name
 
 
 def family(name: str) -> Family:
     """The family called ``name`` (or an earlier spelling of it); InputError listing the known
     ones otherwise."""
-    discover()
     found = _families.get(canonical(name))
     if found is None:
         raise InputError(
@@ -143,7 +152,7 @@ def family(name: str) -> Family:
 def builtin_sections() -> list[tuple[str, type[Section]]]:
     """The config sections of the built-in families that have one, as (key = family name,
     section class), by ``Family.config_position`` then name: the config's own keys."""
-    discover()
+    discover(plugins=False)
     ordered = sorted(_builtin, key=lambda n: (_families[n].config_position, n))
     return [(n, s) for n in ordered if (s := _families[n].section) is not None]
 
