@@ -22,8 +22,8 @@ import scipy.sparse as sp
 from families_runner import FULL_PRECISION
 
 from xmc_core.config import XmcConfig
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus import Corpus
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.linear.tree import LabelTree
 from xmc_core.model import registry
@@ -310,23 +310,24 @@ def write_lml_data(workdir: Path, datadir: Path, c: XmlCnnConfig) -> dict[str, A
 
 def write_embeddings(datadir: Path, c: XmlCnnConfig, texts: list[str]) -> dict[str, Any]:
     """``embed.txt`` for the words of ``vocab.txt``: our XML-CNN's initialisation
-    (``xmc_core.cnn.embeddings``), or random normal vectors when that module is missing."""
+    (``xmc_core.families.xml_cnn.embeddings``), or random normal vectors when that module is
+    missing."""
     words = (datadir / "vocab.txt").read_text(encoding="utf-8").splitlines()
     t0 = time.perf_counter()
     try:
-        from xmc_core.cnn.embeddings import initial_embeddings, write_word_vectors
+        from xmc_core.families.xml_cnn.embeddings import initial_embeddings, write_word_vectors
     except ImportError:
         rng = np.random.default_rng(c.seed)
         vectors = rng.standard_normal((len(words), c.embedding_dim)).astype(np.float32)
         with open(datadir / "embed.txt", "w", encoding="utf-8") as fh:
             for word, vec in zip(words, vectors, strict=True):
                 fh.write(word + " " + " ".join(f"{v:.6g}" for v in vec) + "\n")
-        init = "random (xmc_core.cnn missing)"
+        init = "random (xmc_core.families.xml_cnn missing)"
     else:
         # our vocabularies start with padding and unknown, LibMultiLabel's list has neither
         vectors = initial_embeddings(["<pad>", "<unk>", *words], c, texts=texts)[2:]
         write_word_vectors(datadir / "embed.txt", words, vectors)
-        init = f"{c.embedding_init} (xmc_core.cnn.embeddings.initial_embeddings)"
+        init = f"{c.embedding_init} (xmc_core.families.xml_cnn.embeddings.initial_embeddings)"
     seconds = time.perf_counter() - t0
     shape = list(np.shape(vectors))
     return {"embedding_init": init, "embedding_shape": shape, "embedding_file_s": seconds}

@@ -73,7 +73,7 @@ def run(
         stats = bench_common.prepare(dataset, workdir, keep_corpus=True)
         texts = Corpus(workdir / "corpus").read_split("test", ["text"]).column("text")
         model = XmcModel.load(model_dir, device="cpu")
-        if model.family != "xr-transformer":
+        if model.family != "xr_transformer":
             raise SystemExit(f"{model_dir}: not an XR-Transformer model")
         model = model.with_encoder(model.encoder.on_runtime("torch"))
         if batch_size is not None:

@@ -18,7 +18,7 @@ from prefect.deployments import run_deployment
 from flows.stage_runner import PrefectRunner, Ref
 from tasks.cache_records import record_storage, returned_folders
 from xmc_core.config import EncoderConfig, MatcherConfig
-from xmc_core.families.xr_transformer import MATCHER_LEVEL, matcher_graph
+from xmc_core.families.xr_transformer.graph import MATCHER_LEVEL, matcher_graph
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
 from xmc_core.storage.work_dir import WorkDir

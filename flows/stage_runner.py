@@ -20,6 +20,7 @@ from prefect.futures import PrefectFuture
 
 from tasks.stage_task import stage_task
 from xmc_core.config import DaskConfig
+from xmc_core.model.contract import Lazy
 from xmc_core.stages.graph import Stage, map_calls
 
 
@@ -117,11 +118,6 @@ def _refs(value: Any, fn: Callable[[Ref], Any]) -> Any:
     return value
 
 
-def _matcher_handoff(run: PrefectRunner, **args: Any) -> list[Ref]:
-    from flows.matcher import run_matcher
-
-    return run_matcher(run, **args)
-
-
-HANDOFFS: dict[str, Callable[..., Any]] = {"matcher": _matcher_handoff}
-"""Sub-graphs that may leave the flow's process: name -> ``fn(runner, **args)``."""
+HANDOFFS: dict[str, Lazy] = {"matcher": Lazy("flows.matcher:run_matcher")}
+"""Sub-graphs that may leave the flow's process: name -> ``fn(runner, **args)``, imported on
+first use (``flows/matcher.py`` builds on this module's runner)."""

@@ -6,7 +6,7 @@ graph ``xmc train`` runs in-process), then diagnostics, MLflow, promotion and th
 
 Without ``data.dataset`` it trains on the embedded synthetic corpus. Every task is cached on its
 inputs, so a run that failed at tree level 2 resumes at level 2. With
-``model.kind=xr-transformer`` the matcher levels run in the ``matcher`` subflow: in this process,
+``model.kind=xr_transformer`` the matcher levels run in the ``matcher`` subflow: in this process,
 or on the deployment named by ``XMC_MATCHER_DEPLOYMENT`` (a GPU work pool, see ``prefect.yaml``).
 """
 

@@ -7,10 +7,10 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from xmc_core.astec.config import AstecConfig
-from xmc_core.config_families import XmlCnnConfig
+from xmc_core.families.astec.config import AstecConfig
+from xmc_core.families.neural_xc.config import NeuralXcConfig
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
 from xmc_core.neural import epoch_seed, prior_logits, split_rows, torch_threads
-from xmc_core.neuralxc.config import NeuralXcConfig
 
 
 @pytest.mark.parametrize("section", [AstecConfig, NeuralXcConfig, XmlCnnConfig])

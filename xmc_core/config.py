@@ -14,18 +14,16 @@ import yaml
 from pydantic import (
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
-from xmc_core.astec.config import AstecConfig
 from xmc_core.config_errors import config_error, mistakes
-from xmc_core.config_families import EnsembleConfig, XmlCnnConfig, XTransformerConfig
 from xmc_core.config_io import apply_override, read_yaml
 from xmc_core.config_linear import LabelFeaturesConfig, PredictConfig, RankerConfig, TreeConfig
 from xmc_core.config_section import Section
-from xmc_core.hxc.config import HierarchicalXcConfig
-from xmc_core.neuralxc.config import NeuralXcConfig
+from xmc_core.model import registry
 
 DEFAULT_ROWS_PER_GROUP = 10_000
 """Rows per Parquet row group (= one partition of the pipeline's parallel stages)."""
@@ -62,20 +60,19 @@ class TfidfConfig(Section):
 
 class ModelConfig(Section):
     """Which model family the training pipeline builds: a name known to
-    :mod:`xmc_core.model.registry` (``xr-linear``, ``xr-transformer``, or a plug-in family
-    registered by a module named in ``$XMC_PLUGINS``)."""
+    :mod:`xmc_core.model.registry` (``xr_linear``, ``xr_transformer``, ..., or a plug-in family
+    declared under the ``xmc.families`` entry points). An earlier release's spelling
+    (``xr-linear``) is read as the name it became."""
 
-    kind: str = "xr-linear"
+    kind: str = "xr_linear"
 
     @field_validator("kind")
     @classmethod
     def _known_family(cls, kind: str) -> str:
-        from xmc_core.model import registry
-
         known = registry.family_names()
-        if kind not in known:
+        if registry.canonical(kind) not in known:
             raise ValueError(f"unknown model family {kind!r} (known: {', '.join(known)})")
-        return kind
+        return registry.canonical(kind)
 
 
 class EncoderConfig(Section):
@@ -288,42 +285,12 @@ class ServeConfig(Section):
     )
 
 
-class XmcConfig(Section):
-    """The whole configuration."""
-
-    work_dir: Path = Path("data")
-    model: ModelConfig = ModelConfig()
-    data: DataConfig = DataConfig()
-    tokenizer: TokenizerConfig = TokenizerConfig()
-    tfidf: TfidfConfig = TfidfConfig()
-    label_features: LabelFeaturesConfig = LabelFeaturesConfig()
-    tree: TreeConfig = TreeConfig()
-    ranker: RankerConfig = RankerConfig()
-    predict: PredictConfig = PredictConfig()
-    encoder: EncoderConfig = EncoderConfig()
-    matcher: MatcherConfig = MatcherConfig()
-    xml_cnn: XmlCnnConfig = XmlCnnConfig()
-    x_transformer: XTransformerConfig = XTransformerConfig()
-    ensemble: EnsembleConfig = EnsembleConfig()
-    hierarchical_xc: HierarchicalXcConfig = HierarchicalXcConfig()
-    astec: AstecConfig = AstecConfig()
-    neural_xc: NeuralXcConfig = NeuralXcConfig()
-    eval: EvalConfig = EvalConfig()
-    dask: DaskConfig = DaskConfig()
-    tracking: TrackingConfig = TrackingConfig()
-    registry: RegistryConfig = RegistryConfig()
-    retrain: RetrainConfig = RetrainConfig()
-    serve: ServeConfig = ServeConfig()
-    plugins: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description="settings of plug-in families, by family name (each validated by the "
-        "family's own section class when that family is trained)",
-    )
+class FrameConfig(Section):
+    """What :class:`XmcConfig` has beyond its sections: validation across sections, loading,
+    where the tracking store is, YAML."""
 
     @model_validator(mode="after")
-    def _plugin_sections(self) -> XmcConfig:
-        from xmc_core.model import registry
-
+    def _plugin_sections(self) -> FrameConfig:
         for name, values in self.plugins.items():
             section = registry.plugin_section(name)
             if section is None:
@@ -336,22 +303,23 @@ class XmcConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _ensemble_members(self) -> XmcConfig:
-        if self.model.kind == "ensemble":
-            self.ensemble.member_configs(self)  # each member's own config is valid
+    def _members(self) -> FrameConfig:
+        composed = registry.family(self.model.kind).members
+        if composed is not None:
+            composed(self)  # each member's own config is valid
         return self
 
     def plugin(self, name: str) -> Section:
         """The validated settings of plug-in family ``name`` (its defaults when absent)."""
-        from xmc_core.model import registry
-
         section = registry.plugin_section(name)
         if section is None:
             raise KeyError(f"no plug-in family {name!r} is registered")
         return section.model_validate(self.plugins.get(name, {}))
 
     @classmethod
-    def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> XmcConfig:
+    def load(
+        cls, path: str | Path | None = None, overrides: list[str] | None = None
+    ) -> FrameConfig:
         """Read YAML ``path`` (or defaults), apply ``key.sub=value`` overrides, validate.
 
         A mistake is a :class:`~xmc_core.errors.ConfigError` naming the key, what it takes and
@@ -386,3 +354,55 @@ class XmcConfig(Section):
     def to_yaml(self) -> str:
         """The full configuration, every default spelled out, as YAML."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+FRAME_SECTIONS_BEFORE: dict[str, tuple[Any, Any]] = {
+    "work_dir": (Path, Path("data")),
+    "model": (ModelConfig, ModelConfig()),
+    "data": (DataConfig, DataConfig()),
+    "tokenizer": (TokenizerConfig, TokenizerConfig()),
+    "tfidf": (TfidfConfig, TfidfConfig()),
+    "label_features": (LabelFeaturesConfig, LabelFeaturesConfig()),
+    "tree": (TreeConfig, TreeConfig()),
+    "ranker": (RankerConfig, RankerConfig()),
+    "predict": (PredictConfig, PredictConfig()),
+    "encoder": (EncoderConfig, EncoderConfig()),
+    "matcher": (MatcherConfig, MatcherConfig()),
+}
+"""The shared sections, before the families' own."""
+
+FRAME_SECTIONS_AFTER: dict[str, tuple[Any, Any]] = {
+    "eval": (EvalConfig, EvalConfig()),
+    "dask": (DaskConfig, DaskConfig()),
+    "tracking": (TrackingConfig, TrackingConfig()),
+    "registry": (RegistryConfig, RegistryConfig()),
+    "retrain": (RetrainConfig, RetrainConfig()),
+    "serve": (ServeConfig, ServeConfig()),
+    "plugins": (
+        dict[str, dict[str, Any]],
+        Field(
+            default_factory=dict,
+            description="settings of plug-in families, by family name (each validated by the "
+            "family's own section class when that family is trained)",
+        ),
+    ),
+}
+"""The run's sections, after the families' own."""
+
+
+def _assemble() -> type[FrameConfig]:
+    """The whole configuration: the shared sections, then each built-in family's own section
+    under its name (the ``xmc.families`` entry points' order), then the run's sections."""
+    families = {name: (section, section()) for name, section in registry.builtin_sections()}
+    clash = set(families) & (set(FRAME_SECTIONS_BEFORE) | set(FRAME_SECTIONS_AFTER))
+    if clash:
+        raise RuntimeError(f"a family's section is named like a shared one: {sorted(clash)}")
+    fields = {**FRAME_SECTIONS_BEFORE, **families, **FRAME_SECTIONS_AFTER}
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "XmcConfig", __base__=FrameConfig, __module__=__name__, __doc__="The whole configuration.",
+        **fields,
+    )  # fmt: skip
+
+
+XmcConfig = _assemble()
+"""The whole configuration (a pydantic model assembled from the registered families)."""

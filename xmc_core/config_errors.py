@@ -243,8 +243,8 @@ def _value_hint(path: tuple[str | int, ...], value: Any) -> tuple[str | None, st
 
         names = list(registry.family_names())
         fix = (
-            f"set model.kind to {' or '.join(names)} (a plug-in family needs its module named "
-            f"in ${registry.PLUGINS_ENV})"
+            f"set model.kind to {' or '.join(names)} (a plug-in family is found through "
+            f"its distribution's {registry.ENTRY_POINTS!r} entry points)"
         )
         return _near(value, names), fix
     return None, None

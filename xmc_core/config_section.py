@@ -1,4 +1,4 @@
-"""The base of every config section (:mod:`xmc_core.config`, :mod:`xmc_core.config_families`)."""
+"""The base of every config section (:mod:`xmc_core.config`, and each family's own)."""
 
 from __future__ import annotations
 

@@ -138,13 +138,13 @@ def test_literals_list_the_allowed_values_and_the_near_one(
 
 def test_unregistered_model_kind(capsys: pytest.CaptureFixture[str]) -> None:
     known = registry.family_names()  # the built-ins, and plug-ins registered by earlier tests
-    assert {"xr-linear", "xr-transformer", "ensemble"} <= set(known)
+    assert {"xr_linear", "xr_transformer", "ensemble"} <= set(known)
     assert dump_config_error(capsys, "--set", "model.kind=xr-lineer") == [
         f"error: model.kind: unknown model family 'xr-lineer' (known: {', '.join(known)}) "
         "(in --set model.kind=xr-lineer)",
-        "  did you mean xr-linear?",
-        f"  fix: set model.kind to {' or '.join(known)} (a plug-in family needs its "
-        "module named in $XMC_PLUGINS)",
+        "  did you mean xr_linear?",
+        f"  fix: set model.kind to {' or '.join(known)} (a plug-in family is found through "
+        "its distribution's 'xmc.families' entry points)",
     ]
 
 

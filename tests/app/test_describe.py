@@ -46,7 +46,7 @@ def test_inspect_text(trained: tuple[Path, Path]) -> None:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"model: {model}"
-    assert lines[1] == "family: xr-linear (model format 2, xmc 0.1.0)"
+    assert lines[1] == "family: xr_linear (model format 2, xmc 0.1.0)"
     fingerprint = Corpus(dataset).fingerprint[:12]
     assert f"trained on: {dataset} (fingerprint {fingerprint}...), " in out.stdout
     assert "labels: 8 (training documents: 16)" in lines
@@ -71,7 +71,7 @@ def test_inspect_json_and_config_all(trained: tuple[Path, Path]) -> None:
     out = xmc("inspect", str(model), "--json", "--config-all")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert got["type"] == "model" and got["family"] == "xr-linear"
+    assert got["type"] == "model" and got["family"] == "xr_linear"
     assert got["n_labels"] == N_LABELS and got["vectorizer"]["features"] == N_TERMS
     levels = got["ranker"]["levels"]
     assert [lv["nodes"] for lv in levels] == LEVEL_SIZES

@@ -35,7 +35,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_train_prints_test_metrics_and_writes_a_model_folder(trained: dict[str, Path]) -> None:
     lines = trained["stdout"].read_text().splitlines()
     model = trained["model"]
-    assert lines[0].startswith("xmc run summary: xr-linear on X.npz (")
+    assert lines[0].startswith("xmc run summary: xr_linear on X.npz (")
     assert lines[1:] == [
         "  data      24 train / 24 test rows, 4 labels (feature matrices)",
         "  test      P@1 100.00%  P@5 20.00%  nDCG@5 100.00%  PSP@5 100.00%",
@@ -43,7 +43,7 @@ def test_train_prints_test_metrics_and_writes_a_model_folder(trained: dict[str, 
     ]
     assert json.loads((model / "metrics.json").read_text())["test"]["P@1"] == 1.0
     meta = json.loads((model / "meta.json").read_text())
-    assert meta["vectorizer"] == "GivenFeatures" and meta["family"] == "xr-linear"
+    assert meta["vectorizer"] == "GivenFeatures" and meta["family"] == "xr_linear"
 
 
 def test_predict_jsonl_and_npz_agree_with_the_estimator(trained: dict[str, Path]) -> None:
@@ -105,11 +105,11 @@ def test_bad_input_stops_before_any_work(trained: dict[str, Path]) -> None:
     )
     xrt = xmc(
         "train", "--x", str(trained["X"]), "--y", str(trained["Y"]), str(tmp / "m2"),
-        "--set", "model.kind=xr-transformer",
+        "--set", "model.kind=xr_transformer",
     )  # fmt: skip
     assert xrt.returncode == 2 and xrt.stderr == (
-        "error: input: model.kind=xr-transformer needs raw text, and feature matrices hold none\n"
-        "  fix: set model.kind=xr-linear, or train on a text dataset: xmc train DATASET MODEL\n"
+        "error: input: model.kind=xr_transformer needs raw text, and feature matrices hold none\n"
+        "  fix: set model.kind=xr_linear, or train on a text dataset: xmc train DATASET MODEL\n"
     )
     again = xmc("train", "--x", str(trained["X"]), "--y", str(trained["Y"]), str(trained["model"]))
     assert again.returncode == 2 and "already exists" in again.stderr

@@ -134,10 +134,10 @@ def test_train_refuses_before_any_work(
         f"error: cannot write a-file/m ({tmp_path / 'a-file'} is a file, not a folder)",
         "  fix: choose another path",
     ]
-    xrt = ["--set", "model.kind=xr-transformer"]
+    xrt = ["--set", "model.kind=xr_transformer"]
     assert error_lines(capsys, "train", str(bow_dataset), "new", *work, *xrt) == [
-        f"error: {bow_dataset}: model.kind xr-transformer needs a raw-text corpus, this one is bow",
-        "  fix: pass a text dataset, or set model.kind=xr-linear",
+        f"error: {bow_dataset}: model.kind xr_transformer needs a raw-text corpus, this one is bow",
+        "  fix: pass a text dataset, or set model.kind=xr_linear",
     ]
     assert error_lines(capsys, "train", str(dataset), "new", "--set", "tree.branching=3")[0] == (
         "error: tree.branching=3 must be a power of two (in --set tree.branching=3)"

@@ -9,14 +9,10 @@ import pytest
 from tests.model_helpers import Featurized, featurize, write_small_corpus
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.families.astec import FAMILY as ASTEC
 
-SETTINGS = [
-    "astec.embedding_dim=32", "astec.surrogate_epochs=10", "astec.classifier_epochs=10",
-    "astec.batch_size=16", "astec.lr=0.01", "astec.hnsw_m=8", "astec.ef_construction=40",
-    "astec.ef_search=40", "astec.shortlist_size=20", "astec.n_random=10",
-    "astec.val_fraction=0.1", "astec.threads=1",
-]  # fmt: skip
-"""Tiny Astec settings (seconds to train), also the contract test's."""
+SETTINGS = list(ASTEC.contract_settings)
+"""Tiny Astec settings (seconds to train): the contract test's."""
 TINY = ["model.kind=astec", "tracking.enabled=false", "tfidf.max_features=5000", *SETTINGS]
 
 

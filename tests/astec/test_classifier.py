@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.astec.classifier import candidate_pairs, choose_beta, initial_bias
+from xmc_core.families.astec.classifier import candidate_pairs, choose_beta, initial_bias
 
 
 def test_training_pairs_are_the_shortlist_the_positives_and_random_labels() -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tests.model_helpers import Featurized
-from xmc_core.astec import classifier
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.families.astec import classifier
 from xmc_core.families.train import train_in_process
 from xmc_core.neural import split_rows
 
@@ -73,4 +73,4 @@ def test_the_served_model_pins_faiss() -> None:
     from xmc_core.serving.package import pip_requirements
 
     assert f"faiss-cpu=={metadata.version('faiss-cpu')}" in pip_requirements("astec")
-    assert not any(pin.startswith("faiss") for pin in pip_requirements("xr-linear"))
+    assert not any(pin.startswith("faiss") for pin in pip_requirements("xr_linear"))

@@ -7,8 +7,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from xmc_core.astec.dense import Block, encode_rows
-from xmc_core.astec.network import ResidualBlock, SurrogateNet, bag_inputs
+from xmc_core.families.astec.dense import Block, encode_rows
+from xmc_core.families.astec.network import ResidualBlock, SurrogateNet, bag_inputs
 
 
 def test_the_residual_block_is_the_identity_at_initialisation() -> None:

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xmc_core.astec import ann as ann_module
-from xmc_core.astec.ann import AnnIndex
-from xmc_core.astec.config import AstecConfig
-from xmc_core.astec.dense import Block, unit_rows
-from xmc_core.astec.parts import AstecEncoder, AstecRanker
-from xmc_core.astec.shortlist import Shortlister
 from xmc_core.config import PredictConfig
 from xmc_core.errors import ArtifactError
 from xmc_core.evaluation.ranking import top_k_dense
+from xmc_core.families.astec import ann as ann_module
+from xmc_core.families.astec.ann import AnnIndex
+from xmc_core.families.astec.config import AstecConfig
+from xmc_core.families.astec.dense import Block, unit_rows
+from xmc_core.families.astec.parts import AstecEncoder, AstecRanker
+from xmc_core.families.astec.shortlist import Shortlister
 from xmc_core.storage.artifacts import save_arrays, sha256_file
 
 FLAT = AstecConfig(ann="flat", shortlist_size=3, n_neighbours=0, threads=1)
@@ -98,7 +98,7 @@ def test_prediction_queries_on_predict_threads_with_the_same_scores(
     seen: list[int | None] = []
     real = ann_module.faiss_threads
     monkeypatch.setattr(
-        "xmc_core.astec.shortlist.faiss_threads", lambda t: seen.append(t) or real(t)
+        "xmc_core.families.astec.shortlist.faiss_threads", lambda t: seen.append(t) or real(t)
     )
     got = []
     for threads in (1, 2):
@@ -185,7 +185,7 @@ def test_encoder_round_trips(tmp_path: Path) -> None:
 
 def test_predicting_imports_neither_torch_nor_faiss_until_an_index_is_read() -> None:
     code = (
-        "import sys, xmc_core.astec.parts, xmc_core.families.astec\n"
+        "import sys, xmc_core.families.astec.parts, xmc_core.families.astec.graph\n"
         "print('torch' in sys.modules, 'faiss' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

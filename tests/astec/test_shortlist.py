@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.astec.config import AstecConfig
-from xmc_core.astec.shortlist import (
+from xmc_core.families.astec.config import AstecConfig
+from xmc_core.families.astec.shortlist import (
     Shortlister,
     drop_own,
     label_vectors,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.astec.config import AstecConfig
-from xmc_core.astec.surrogate import meta_label_count, meta_labels, meta_targets
 from xmc_core.config import TreeConfig
+from xmc_core.families.astec.config import AstecConfig
+from xmc_core.families.astec.surrogate import meta_label_count, meta_labels, meta_targets
 from xmc_core.features.label_features import LabelFeatures
 
 

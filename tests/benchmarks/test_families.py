@@ -16,8 +16,8 @@ import pytest
 import scipy.sparse as sp
 from families_runner import on_test_split, to_shared
 
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus.synthetic import SyntheticSpec, generate_split
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
 
 PEERS_PYTHON = fm.bench_common.REPO / ".venv-peers" / "bin" / "python"
 
@@ -147,7 +147,7 @@ def test_x_transformer_gets_the_step_budget_and_encoder_of_xr_transformer(
 def test_libmultilabel_gets_our_vector_of_each_of_its_words(tmp_path: Path) -> None:
     """LibMultiLabel's vocabulary has no padding / unknown entries: its first word's vector is
     still that word's own (the MiniLM word-piece mean), not our padding row."""
-    from xmc_core.cnn.embeddings import minilm_vectors
+    from xmc_core.families.xml_cnn.embeddings import minilm_vectors
 
     words = ["kernel", "linux", "library"]
     (tmp_path / "vocab.txt").write_text("".join(w + "\n" for w in words), encoding="utf-8")

@@ -143,7 +143,7 @@ def test_tiny_run_of_both_xr_transformers(tmp_path: Path) -> None:
         assert 0 < methods[name]["metrics"]["P@1"] <= 1
     kept = tmp_path / "kept" / "tiny"
     assert methods["xr-transformer"]["runs"][0]["model_kept"] == str(kept)
-    assert XmcModel.load(kept).family == "xr-transformer"
+    assert XmcModel.load(kept).family == "xr_transformer"
     pecos = methods["pecos-xr-transformer"]["runs"][0]
     assert pecos["chain_sizes"] == [8, 32, 76]
     assert len(pecos["stages"]["matcher_level_s"]) == 2  # the levels of 8 and 32 clusters

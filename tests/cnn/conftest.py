@@ -11,7 +11,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 
 TINY = [
-    "model.kind=xml-cnn", "tracking.enabled=false", "tree.branching=4", "tree.max_leaf_size=8",
+    "model.kind=xml_cnn", "tracking.enabled=false", "tree.branching=4", "tree.max_leaf_size=8",
     "tfidf.max_features=5000", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
     "xml_cnn.num_filters=32", "xml_cnn.hidden_dim=128", "xml_cnn.max_length=64",
     "xml_cnn.epochs=10", "xml_cnn.batch_size=16", "xml_cnn.lr=0.003", "xml_cnn.dropout=0.2",

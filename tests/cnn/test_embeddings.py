@@ -9,14 +9,14 @@ import pytest
 import scipy.sparse as sp
 from safetensors import safe_open
 
-from xmc_core.cnn.embeddings import (
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
+from xmc_core.families.xml_cnn.embeddings import (
     cooccurrences,
     initial_embeddings,
     ppmi,
     randomized_svd,
     write_word_vectors,
 )
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.transformer.encoder import default_encoder_path, load_tokenizer
 
 WORDS = ["<pad>", "<unk>", "the", "unbelievably", "cat"]

@@ -1,4 +1,4 @@
-"""The xml-cnn family: the placement choice, the xr placement end to end, bad input."""
+"""The xml_cnn family: the placement choice, the xr placement end to end, bad input."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pytest
 
 from tests.model_helpers import split_texts as texts
 from xmc_core.app import commands
-from xmc_core.cnn.parts import CnnFeatures
 from xmc_core.config import XmcConfig
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.errors import InputError
 from xmc_core.families.train import check_dataset, train_in_process
-from xmc_core.families.xml_cnn import cluster_level, placement
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
+from xmc_core.families.xml_cnn.graph import cluster_level, placement
+from xmc_core.families.xml_cnn.parts import CnnFeatures
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.model.xmc_model import XmcModel
 
@@ -70,10 +70,10 @@ def test_placement_is_logged_and_a_rerun_says_it_reused_the_network(
     trained_flat: dict, cnn_dataset: Path, cnn_config: XmcConfig, tmp_path: Path,
     caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="xmc_core.families.xml_cnn"):
+    with caplog.at_level(logging.INFO, logger="xmc_core.families.xml_cnn.graph"):
         commands.train(cnn_dataset, tmp_path / "model", cnn_config)  # `xmc train`, once more
     assert (
-        "xml-cnn: placement flat (111 labels <= xml_cnn.flat_max_labels=10,000: one output "
+        "xml_cnn: placement flat (111 labels <= xml_cnn.flat_max_labels=10,000: one output "
         "per label)" in caplog.messages
     )
     calls = trained_flat["stages"].calls  # the session's first run computed every stage
@@ -90,12 +90,12 @@ def test_a_corpus_without_text_is_refused_before_any_work(tmp_path: Path) -> Non
     for split in ("train", "test"):
         (src / f"{split}.txt").write_text("2 4 3\n0,1 0:1.0 2:0.5\n2 1:1.0 3:2.0\n")
     ingest("xc", src, tmp_path / "bow", IngestOptions())
-    cfg = XmcConfig.load(None, ["model.kind=xml-cnn", f"work_dir={tmp_path / 'work'}"])
+    cfg = XmcConfig.load(None, ["model.kind=xml_cnn", f"work_dir={tmp_path / 'work'}"])
     with pytest.raises(InputError) as err:
         check_dataset(tmp_path / "bow", cfg)
     assert str(err.value) == (
-        f"{tmp_path / 'bow'}: model.kind xml-cnn needs a raw-text corpus, this one is bow\n"
-        "  fix: pass a text dataset, or set model.kind=xr-linear"
+        f"{tmp_path / 'bow'}: model.kind xml_cnn needs a raw-text corpus, this one is bow\n"
+        "  fix: pass a text dataset, or set model.kind=xr_linear"
     )
     assert not (tmp_path / "work").exists()
 
@@ -103,6 +103,6 @@ def test_a_corpus_without_text_is_refused_before_any_work(tmp_path: Path) -> Non
 def test_feature_matrices_are_refused_naming_the_family() -> None:
     from xmc_core.families.matrices import check_matrix_run
 
-    cfg = XmcConfig.load(None, ["model.kind=xml-cnn"])
-    with pytest.raises(InputError, match=r"model\.kind=xml-cnn needs raw text, and feature "):
+    cfg = XmcConfig.load(None, ["model.kind=xml_cnn"])
+    with pytest.raises(InputError, match=r"model\.kind=xml_cnn needs raw text, and feature "):
         check_matrix_run(None, cfg)  # type: ignore[arg-type]  # refused before the files

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from xmc_core.cnn.network import XmlCnn, chunk_max, encode, window_counts
-from xmc_core.config_families import XmlCnnConfig
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
+from xmc_core.families.xml_cnn.network import XmlCnn, chunk_max, encode, window_counts
 
 CFG = XmlCnnConfig(
     filter_sizes=[2, 3], strides=[2, 1], num_filters=5, pool_chunks=4, hidden_dim=7,

@@ -9,10 +9,10 @@ import pytest
 import scipy.sparse as sp
 
 from tests.model_helpers import split_texts as texts
-from xmc_core.cnn.parts import CnnFeatures, CnnOutputRanker
 from xmc_core.config import PredictConfig
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.evaluation.ranking import top_k, top_k_dense
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
+from xmc_core.families.xml_cnn.parts import CnnFeatures, CnnOutputRanker
 from xmc_core.model.xmc_model import XmcModel
 
 

@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from tests.model_helpers import Featurized
-from xmc_core.cnn import trainer
-from xmc_core.cnn.checkpoint import load_tensors
-from xmc_core.cnn.embeddings import initial_embeddings
-from xmc_core.cnn.trainer import train_network
-from xmc_core.cnn.vocab import vocabulary
 from xmc_core.config import XmcConfig
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus import Corpus
-from xmc_core.families import xml_cnn
 from xmc_core.families.train import train_in_process
+from xmc_core.families.xml_cnn import graph as xml_cnn
+from xmc_core.families.xml_cnn import trainer
+from xmc_core.families.xml_cnn.checkpoint import load_tensors
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
+from xmc_core.families.xml_cnn.embeddings import initial_embeddings
+from xmc_core.families.xml_cnn.trainer import train_network
+from xmc_core.families.xml_cnn.vocab import vocabulary
 
 
 def test_loss_falls_and_p1_beats_the_frequency_baseline(
@@ -103,7 +103,7 @@ def test_same_seed_same_network_and_resume_ends_the_same(
     monkeypatch.setattr(trainer.CnnTraining, "checkpoint", save)
     ticks = iter(range(0, 10**6, 31))  # every clock reading 31 s on: a progress line a step
     caplog.clear()  # only the resumed run's lines (an earlier test may leave xmc_core at INFO)
-    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+    with caplog.at_level(logging.INFO, logger="xmc_core.families.xml_cnn.trainer"):
         resumed = train_network(tokens, Y, init, cfg, tmp_path / "c", clock=lambda: next(ticks))
     assert "xml-cnn: resumed after epoch 2 from" in caplog.text
     first_line = next(m for m in caplog.messages if m.startswith("xml-cnn: step"))
@@ -128,7 +128,7 @@ def test_time_budget_and_early_stopping(
     assert len(done.history) == 1 and done.stopped == "time budget of 2m30s reached"
     ticks = iter(range(0, 10**6, 31))
     caplog.clear()  # only this run's lines
-    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+    with caplog.at_level(logging.INFO, logger="xmc_core.families.xml_cnn.trainer"):
         train_network(
             tokens, Y, init, budget.model_copy(update={"time_budget_s": 200.0}),
             tmp_path / "b", clock=lambda: next(ticks),
@@ -146,7 +146,7 @@ def test_time_budget_and_early_stopping(
 def test_progress_lines(problem: tuple, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     tokens, Y, init, cfg = problem
     ticks = iter(range(0, 10**6, 31))  # every step is 31 s: a line each (none at an epoch's end)
-    with caplog.at_level(logging.INFO, logger="xmc_core.cnn.trainer"):
+    with caplog.at_level(logging.INFO, logger="xmc_core.families.xml_cnn.trainer"):
         train_network(tokens, Y, init, cfg, tmp_path / "t", clock=lambda: next(ticks))
     lines = [m for m in caplog.messages if m.startswith("xml-cnn: step")]
     ends = [m for m in lines if ", epoch " in m]

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xmc_core.cnn.vocab import Vocabulary, build_vocabulary, vocabulary
 from xmc_core.config import TokenizerConfig
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
+from xmc_core.families.xml_cnn.vocab import Vocabulary, build_vocabulary, vocabulary
 
 TEXTS = ["the cat sat", "The dog sat on the mat", "a cat, a dog", None]
 

@@ -66,7 +66,7 @@ def test_train_predict_evaluate(tmp_path: Path) -> None:
     out = xmc("train", str(tmp_path / "ds"), str(model), "--set", "tree.max_leaf_size=20")
     assert out.returncode == 0, out.stderr
     summary = out.stdout.splitlines()
-    assert summary[0].startswith("xmc run summary: xr-linear on ds (") and len(summary) == 4
+    assert summary[0].startswith("xmc run summary: xr_linear on ds (") and len(summary) == 4
     assert summary[1] == "  data      600 train / 150 test docs, " + summary[1].split(", ")[1]
     assert summary[3] == f"  model     {model}  (xmc predict {model} docs.txt out.jsonl)"
     assert {"config.yaml", "metrics.json", "meta.json"} <= {p.name for p in model.iterdir()}

@@ -54,7 +54,7 @@ def test_xr_linear_is_the_default_configuration() -> None:
 
 def test_cpu_presets_are_the_benchmarked_reduced_configurations() -> None:
     reduced = load("xr-transformer-cpu.yaml")
-    assert reduced.model.kind == "xr-transformer" and reduced.matcher.device == "cpu"
+    assert reduced.model.kind == "xr_transformer" and reduced.matcher.device == "cpu"
     assert reduced.encoder.max_length == 64 and reduced.matcher.train_docs == 8000
     assert (reduced.matcher.steps_per_level, reduced.matcher.batch_size) == (150, 32)
     assert (reduced.matcher.eval_every, reduced.matcher.eval_docs) == (75, 500)
@@ -77,7 +77,7 @@ def test_cpu_presets_are_the_benchmarked_reduced_configurations() -> None:
 
 def test_gpu_preset_runs_the_full_matcher_on_cuda_in_bf16() -> None:
     cfg = load("xr-transformer-gpu.yaml")
-    assert cfg.model.kind == "xr-transformer"
+    assert cfg.model.kind == "xr_transformer"
     assert cfg.matcher.device == "cuda" and cfg.matcher.bf16 is True
     assert cfg.matcher.train_docs is None and cfg.matcher.steps_per_level == 1000
     assert (cfg.matcher.min_clusters, cfg.matcher.max_clusters) == (16, 4096)
@@ -86,7 +86,7 @@ def test_gpu_preset_runs_the_full_matcher_on_cuda_in_bf16() -> None:
 
 def test_nightly_preset_trains_a_real_corpus_not_the_synthetic_one() -> None:
     cfg = load("nightly.yaml")
-    assert cfg.model.kind == "xr-linear" and cfg.data.dataset == Path("data/corpus")
+    assert cfg.model.kind == "xr_linear" and cfg.data.dataset == Path("data/corpus")
     assert cfg.model_copy(update={"data": XmcConfig().data}) == XmcConfig()
 
 
@@ -107,10 +107,10 @@ def test_benchmark_presets_are_the_shipped_files(monkeypatch: pytest.MonkeyPatch
 def test_x_transformer_preset_matches_xr_transformers_encoder_and_step_budget() -> None:
     """The benchmark's pair (the paper's ordering needs the same encoder and step budget):
     on debian-deps (42,850 labels) XR-Transformer's CPU preset trains 2 levels x 150 steps."""
-    from xmc_core.transformer.single_resolution import xr_transformer_steps
+    from xmc_core.families.x_transformer.single_resolution import xr_transformer_steps
 
     xt, xr = load("x-transformer-cpu.yaml"), load("xr-transformer-cpu.yaml")
-    assert xt.model.kind == "x-transformer" and xt.encoder == xr.encoder
+    assert xt.model.kind == "x_transformer" and xt.encoder == xr.encoder
     assert xt.matcher.steps_per_level == xr_transformer_steps(42_850, xr.tree, xr.matcher) == 300
     same = ("device", "batch_size", "train_docs", "encoder_lr", "head_lr", "eval_docs")
     assert all(getattr(xt.matcher, k) == getattr(xr.matcher, k) for k in same)

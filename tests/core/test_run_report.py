@@ -141,16 +141,16 @@ def test_pipes_in_cells_are_escaped() -> None:
 
 def test_an_ensembles_members_are_shown_beside_it() -> None:
     members = [
-        {"member": "xr-linear tree.seed=0", "metrics": {"P@1": 0.79, "P@5": 0.385}},
-        {"member": "xr-linear tree.seed=1", "metrics": {"P@1": 0.8}},
+        {"member": "xr_linear tree.seed=0", "metrics": {"P@1": 0.79, "P@5": 0.385}},
+        {"member": "xr_linear tree.seed=1", "metrics": {"P@1": 0.8}},
     ]
     report = build_report("t", {"test": {"P@1": 0.81, "P@5": 0.39}}, members=members).markdown
     section = report.split("## Ensemble members\n\nTest split.\n\n")[1].split("\n\n")[0]
     assert section.splitlines() == [
         "| member | P@1 (%) | P@5 (%) |",
         "|---|---|---|",
-        "| 0: xr-linear tree.seed=0 | 79.00 | 38.50 |",
-        "| 1: xr-linear tree.seed=1 | 80.00 | - |",
+        "| 0: xr_linear tree.seed=0 | 79.00 | 38.50 |",
+        "| 1: xr_linear tree.seed=1 | 80.00 | - |",
         "| **ensemble** | 81.00 | 39.00 |",
     ]
     assert "## Ensemble members" not in build_report("t", {"test": {"P@1": 0.8}}).markdown

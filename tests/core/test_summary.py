@@ -14,7 +14,7 @@ def test_summary_block_exact_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models" / "m").mkdir(parents=True)
     summary = RunSummary(
-        family="xr-linear",
+        family="xr_linear",
         dataset="/data/datasets/reuters",
         metrics={"P@1": 0.79333, "P@3": 0.5, "P@5": 0.385949, "nDCG@5": 0.68149, "R@5": 0.6},
         model=str(tmp_path / "models" / "m"),
@@ -24,7 +24,7 @@ def test_summary_block_exact_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         registry="xmc version 3: promoted to xmc@champion (no champion before)",
     )
     assert summary.format().splitlines() == [
-        "xmc run summary: xr-linear on reuters (1m06s)",
+        "xmc run summary: xr_linear on reuters (1m06s)",
         "  data      6000 train / 1500 test docs, 957 labels",
         "  test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%",
         "  model     models/m  (xmc predict models/m docs.txt out.jsonl)",
@@ -34,7 +34,7 @@ def test_summary_block_exact_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_summary_says_how_many_stages_came_from_the_cache() -> None:
-    rerun = RunSummary("xr-linear", "ds", {"P@1": 1.0}, "/m", cache=cache_line(15, 15))
+    rerun = RunSummary("xr_linear", "ds", {"P@1": 1.0}, "/m", cache=cache_line(15, 15))
     assert rerun.format().splitlines()[-1] == (
         "  cache     15 of 15 stages reused from earlier runs (their inputs unchanged)"
     )
@@ -43,9 +43,9 @@ def test_summary_says_how_many_stages_came_from_the_cache() -> None:
 
 
 def test_summary_leaves_out_what_the_run_did_not_do() -> None:
-    lines = RunSummary("xr-linear", "ds", {"P@1": 1.0}, "/abs/model").format().splitlines()
+    lines = RunSummary("xr_linear", "ds", {"P@1": 1.0}, "/abs/model").format().splitlines()
     assert lines == [
-        "xmc run summary: xr-linear on ds",
+        "xmc run summary: xr_linear on ds",
         "  test      P@1 100.00%",
         "  model     /abs/model  (xmc predict /abs/model docs.txt out.jsonl)",
     ]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.cli_helpers import write_lines
 from xmc_core.app.cli import _wrote, manifest_summary
-from xmc_core.config_families import XmlCnnConfig
 from xmc_core.corpus.importers import ingest
+from xmc_core.families.xml_cnn.config import XmlCnnConfig
 from xmc_core.neural_loop import LoopState, TrainingLoop
 from xmc_core.serving.registry.listing import RegistryListing, VersionEntry, format_listing
 from xmc_core.wording import counted
@@ -30,7 +30,7 @@ def test_messages_of_one_thing_say_it_in_the_singular(tmp_path: Path, capsys) ->
         capsys.readouterr().out == f"wrote predictions of 1 document to {tmp_path / 'out.jsonl'}\n"
     )
     version = VersionEntry(
-        version="1", created="2026-11-01T00:00:00+00:00", run_id=None, family="xr-linear",
+        version="1", created="2026-11-01T00:00:00+00:00", run_id=None, family="xr_linear",
         aliases=["champion"], promotion={}, rollback={},
     )  # fmt: skip
     listing = RegistryListing(

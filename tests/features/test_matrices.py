@@ -151,9 +151,9 @@ def test_values_are_checked_when_read(tmp_path: Path) -> None:
 
 
 def test_config_that_needs_text_is_refused(files: MatrixFiles) -> None:
-    assert _error(files, "model.kind=xr-transformer") == (
-        "input: model.kind=xr-transformer needs raw text, and feature matrices hold none\n"
-        "  fix: set model.kind=xr-linear, or train on a text dataset: xmc train DATASET MODEL"
+    assert _error(files, "model.kind=xr_transformer") == (
+        "input: model.kind=xr_transformer needs raw text, and feature matrices hold none\n"
+        "  fix: set model.kind=xr_linear, or train on a text dataset: xmc train DATASET MODEL"
     )
     assert _error(files, "label_features.kind=label_text") == (
         "input: label_features.kind=label_text needs label texts, and feature matrices hold "

@@ -65,7 +65,7 @@ def test_a_failed_member_is_the_only_one_trained_again(
     section = report.split("## Ensemble members")[1].split("\n## ")[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     assert [r.split(" | ")[0] for r in rows[1:]] == [
-        "| 0: xr-linear tree.seed=0", "| 1: xr-linear tree.seed=1", "| 2: xr-linear tree.seed=2",
+        "| 0: xr_linear tree.seed=0", "| 1: xr_linear tree.seed=1", "| 2: xr_linear tree.seed=2",
         "| **ensemble**",
     ]  # fmt: skip
     summary = flow_summary(outputs, "ensemble").format()

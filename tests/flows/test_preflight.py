@@ -44,8 +44,8 @@ def test_train_flow_checks_the_configured_dataset(tmp_path: Path, small_corpus: 
     for split in ("train", "test"):
         (src / f"{split}.txt").write_text("1 3 2\n0,1 0:1.0 2:0.5\n")
     ingest("xc", src, tmp_path / "bow", IngestOptions())
-    lines = refused(train.main, "--set", "data.dataset=bow", "--set", "model.kind=xr-transformer")
-    assert lines[0] == "bow: model.kind xr-transformer needs a raw-text corpus, this one is bow"
+    lines = refused(train.main, "--set", "data.dataset=bow", "--set", "model.kind=xr_transformer")
+    assert lines[0] == "bow: model.kind xr_transformer needs a raw-text corpus, this one is bow"
     assert refused(train.main, "--set", "data.datset=x")[:2] == [
         "config key data.datset does not exist (in --set data.datset=x)",
         "  did you mean data.dataset?",

@@ -134,7 +134,7 @@ def test_run_records_config_metrics_and_tags(run: tuple) -> None:
     assert tags["xmc.config_fingerprint"] == cfg.fingerprint()
     assert tags["xmc.data_fingerprint"] == Corpus(outputs["corpus"]).fingerprint
     assert len(tags["xmc.code_version"]) == 64
-    assert tags["xmc.model_kind"] == "xr-linear"
+    assert tags["xmc.model_kind"] == "xr_linear"
     flow_run_id = str(state.state_details.flow_run_id)
     assert tags["prefect.flow_run_id"] == flow_run_id  # the top-level flow run: this one
     assert tags["prefect.flow_run_name"] and "prefect.subflow_run_id" not in tags
@@ -167,13 +167,13 @@ def test_registered_version_has_a_description(run: tuple) -> None:
     text = version.description
     p1 = json.loads((Path(state.result()["eval_dirs"]["test"]) / "metrics.json").read_text())["P@1"]
     assert cfg.registry.model_name == "xmc-synthetic"
-    assert text.startswith("xr-linear model trained on `synthetic` (corpus fingerprint `")
+    assert text.startswith("xr_linear model trained on `synthetic` (corpus fingerprint `")
     lineage = lineage_of(outputs["corpus"])
     assert f"Lineage: {describe(lineage)}; only a version of this lineage is compared" in text
     assert version.tags["xmc.lineage.name"] == "synthetic" == lineage.name
     assert version.tags["xmc.lineage.root"] == lineage.root == Corpus(outputs["corpus"]).fingerprint
     assert (
-        version.tags["xmc.dataset"] == "synthetic" and version.tags["xmc.model_kind"] == "xr-linear"
+        version.tags["xmc.dataset"] == "synthetic" and version.tags["xmc.model_kind"] == "xr_linear"
     )
 
     assert f"Test split: P@1 {100 * p1:.2f}%, P@5 " in text
@@ -267,7 +267,7 @@ def test_params_and_metric_keys_follow_mlflow_rules(tmp_path: Path) -> None:
     long_path = tmp_path / ("x" * 600)
     flat = flatten_config(XmcConfig.load(None, [f"data.dataset={long_path}"]))
     assert len(flat["data.dataset"]) == 500 and flat["data.dataset"].endswith("...")
-    assert flat["model.kind"] == "xr-linear" and flat["predict.topk"] == "20"
+    assert flat["model.kind"] == "xr_linear" and flat["predict.topk"] == "20"
     assert metric_key("test.P@1") == "test.P_at_1"
     assert metric_key("time.embed #1_s") == "time.embed _1_s"
 

@@ -31,7 +31,7 @@ def test_train_main_job_end_to_end(tmp_path: Path) -> None:
     assert "vocabulary:" in log and "label features (pifa):" in log
     # one summary at the end, the test figures once, no library noise
     summary = out.stdout.splitlines()[-7:]
-    assert summary[0].startswith("xmc run summary: xr-linear on synthetic-x0.05-seed0-")
+    assert summary[0].startswith("xmc run summary: xr_linear on synthetic-x0.05-seed0-")
     assert summary[1] == "  data      300 train / 75 test docs, " + summary[1].split(", ")[1]
     assert summary[2].startswith("  test      P@1 ") and log.count("P@1") == 1
     assert summary[3].startswith("  model     ") and "/models/" in summary[3]

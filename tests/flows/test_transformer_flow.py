@@ -37,7 +37,7 @@ def encoder_dir(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def config(work: Path, corpus: Path, encoder: Path) -> XmcConfig:
-    sets = [f"work_dir={work}", f"data.dataset={corpus}", "model.kind=xr-transformer", *SMALL]
+    sets = [f"work_dir={work}", f"data.dataset={corpus}", "model.kind=xr_transformer", *SMALL]
     return XmcConfig.load(None, [*sets, f"encoder.path={encoder}"])
 
 

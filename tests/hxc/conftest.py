@@ -1,4 +1,4 @@
-"""A small synthetic text dataset and the hierarchical-xc family trained on it (seconds)."""
+"""A small synthetic text dataset and the hierarchical_xc family trained on it (seconds)."""
 
 from __future__ import annotations
 

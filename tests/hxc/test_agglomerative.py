@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xmc_core.hxc.agglomerative import (
+from xmc_core.families.hierarchical_xc.agglomerative import (
     GroupTree,
     _Local,
     agglomerate,

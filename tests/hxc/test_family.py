@@ -1,4 +1,4 @@
-"""The hierarchical-xc family end to end: it learns, the 2-means groups path trains, limits."""
+"""The hierarchical_xc family end to end: it learns, the 2-means groups path trains, limits."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError
 from xmc_core.evaluation.diagnostics import training_loss_per_level
+from xmc_core.families.hierarchical_xc.ranker import (
+    HierarchicalXcRanker,
+    only_children,
+    with_certain_nodes,
+)
 from xmc_core.families.train import train_in_process
-from xmc_core.hxc.ranker import HierarchicalXcRanker, only_children, with_certain_nodes
 
 
 def test_loss_falls_and_p1_beats_the_frequency_baseline(trained: dict) -> None:

@@ -8,9 +8,14 @@ import scipy.sparse as sp
 
 from xmc_core.config import TreeConfig
 from xmc_core.errors import InputError
-from xmc_core.hxc.config import HierarchicalXcConfig
-from xmc_core.hxc.hierarchy import Hierarchy, build_hierarchy, label_groups, required_depth
-from xmc_core.hxc.ranker import only_children
+from xmc_core.families.hierarchical_xc.config import HierarchicalXcConfig
+from xmc_core.families.hierarchical_xc.hierarchy import (
+    Hierarchy,
+    build_hierarchy,
+    label_groups,
+    required_depth,
+)
+from xmc_core.families.hierarchical_xc.ranker import only_children
 from xmc_core.linear.tree import check_chain
 
 

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.errors import ArtifactError, InputError
-from xmc_core.hxc.ranker import (
+from xmc_core.families.hierarchical_xc.ranker import (
     CERTAIN_LOGIT,
     HierarchicalXcRanker,
     node_settings,

@@ -18,13 +18,12 @@ import mlflow
 import pandas as pd
 import pytest
 
-from tests.astec.conftest import SETTINGS as ASTEC_SMALL
 from tests.cli_helpers import xmc
 from tests.integration.servers import background, free_port, wait_http
+from tests.model import toy_family
+from tests.model.plugin_dist import installed
 from tests.model_helpers import split_texts, write_small_corpus
-from tests.neuralxc.conftest import NXC_SMALL
 from tests.serving.registry_fixtures import global_tracking
-from tests.transformer.conftest import SMALL as TRANSFORMER_SMALL
 from tests.transformer.tiny import build_tiny_encoder
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
@@ -33,25 +32,17 @@ from xmc_core.families.train import train_in_process
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
-TOY = "tests.model.toy_family"
-FAMILIES = [
-    "xr-linear", "xr-transformer", "x-transformer", "xml-cnn", "astec", "ensemble", "toy-centroid",
-    "hierarchical-xc", "neural-xc",
-]  # fmt: skip
+FAMILIES = [*registry.family_names(), toy_family.NAME]
+"""Every family the registry finds (the built-ins' entry points) and the tests' own plug-in."""
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
-CNN_SMALL = [
-    "xml_cnn.placement=flat", "xml_cnn.embedding_init=random", "xml_cnn.embedding_dim=64",
-    "xml_cnn.num_filters=32", "xml_cnn.hidden_dim=128", "xml_cnn.max_length=64",
-    "xml_cnn.epochs=10", "xml_cnn.batch_size=16", "xml_cnn.lr=0.003", "xml_cnn.dropout=0.2",
-    "xml_cnn.threads=1",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)
-def plugins() -> Iterator[None]:
-    """The toy family registered here and in every child process (CLI, pyfunc)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(registry.PLUGINS_ENV, TOY)
+def plugins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The toy family installed as a plug-in (its entry point) here and in every child process
+    (CLI, pyfunc, ``xmc serve``)."""
+    target = f"{toy_family.__name__}:FAMILY"
+    with installed(tmp_path_factory.mktemp("site"), "xmc_toy", {toy_family.NAME: target}):
         yield
 
 
@@ -67,29 +58,12 @@ def encoder_dir(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 def overrides(kind: str, work: Path, encoder: Path) -> list[str]:
+    """The contract's settings of family ``kind``: the shared small ones, then the family's own
+    (``Family.contract_settings``)."""
     sets = [f"work_dir={work}", f"model.kind={kind}", "tracking.enabled=false", *SMALL]
-    if kind == "xr-transformer":
-        sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}"]
-    if kind == "x-transformer":
-        sets += [*TRANSFORMER_SMALL, f"encoder.path={encoder}", "ranker.negatives=tfn+man"]
-    if kind == "toy-centroid":
-        sets.append("plugins.toy-centroid.shrink=0.01")
-    if kind == "xml-cnn":
-        sets += CNN_SMALL
-    if kind == "hierarchical-xc":  # its preset's node classifiers
-        sets += [
-            "ranker.loss=logistic",
-            "ranker.Cp=8",
-            "ranker.Cn=8",
-            "predict.post_processor=sigmoid",
-        ]
-    if kind == "astec":
-        sets += ASTEC_SMALL
-    if kind == "neural-xc":
-        sets += NXC_SMALL
-    if kind == "ensemble":
-        sets.append("ensemble.members=[{set: [tree.seed=0]}, {set: [tree.seed=1]}]")
-    return sets
+    return sets + [
+        s.replace("{encoder}", str(encoder)) for s in registry.family(kind).contract_settings
+    ]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -236,7 +210,7 @@ def test_registers_promotes_serves_and_loads_in_the_pyfunc(
     with global_tracking(cfg.tracking_uri()):
         out = mlflow.pyfunc.load_model(uri).predict(pd.DataFrame({"text": some}))
     assert [list(labels) for labels in out["labels"]] == [[n for n, _ in w] for w in want]
-    assert os.environ.get(registry.PLUGINS_ENV) == TOY
+    assert registry.family(toy_family.NAME) is toy_family.FAMILY
     port = free_port()
     cmd = [sys.executable, "-m", "xmc_core.app.cli", "serve", uri, "--port", str(port)]
     cmd += ["--set", sets[0], "--set", sets[1]]  # from the repository root, as `xmc` above

@@ -16,15 +16,15 @@ import scipy.sparse as sp
 from tests.cli_helpers import xmc
 from xmc_core.app.describe import describe_model, format_model
 from xmc_core.config import PredictConfig, XmcConfig
-from xmc_core.config_families import EnsembleConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.errors import ArtifactError, ConfigError, InputError
+from xmc_core.families.ensemble.config import EnsembleConfig
+from xmc_core.families.ensemble.parts import EnsembleEncoder, EnsembleRanker, combine_scores
 from xmc_core.families.train import check_dataset, train_in_process
 from xmc_core.model import registry
-from xmc_core.model.ensemble import EnsembleEncoder, EnsembleRanker, combine_scores
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
 from xmc_core.storage.artifacts import read_meta, write_meta
 
@@ -76,7 +76,7 @@ class Fixed:
 
     def predict(self, X: sp.csr_matrix, beam_size: Any = None, topk: Any = None) -> Any:
         self.seen = X.toarray()
-        from xmc_core.model.ensemble import top_k_scores
+        from xmc_core.families.ensemble.parts import top_k_scores
 
         return top_k_scores(self.scores, topk)
 
@@ -224,9 +224,9 @@ def test_member_configs_apply_the_overrides_to_the_whole_config() -> None:
     cfg = XmcConfig.load(None, ["model.kind=ensemble", "tree.branching=4"])
     members = cfg.ensemble.member_configs(cfg)
     assert [m.tree.seed for m in members] == [0, 1, 2]
-    assert {(m.model.kind, m.tree.branching) for m in members} == {("xr-linear", 4)}
+    assert {(m.model.kind, m.tree.branching) for m in members} == {("xr_linear", 4)}
     assert [m.label for m, _ in registry.trained_families(cfg)] == [
-        f"xr-linear tree.seed={s}" for s in range(3)
+        f"xr_linear tree.seed={s}" for s in range(3)
     ]
 
 
@@ -242,10 +242,10 @@ def test_member_configs_apply_the_overrides_to_the_whole_config() -> None:
             "tfidf.min_df=2)",
         ),
         ("{set: [data.dataset=x]}", "'data.dataset=x' changes data, which a member cannot"),
-        ("{set: [model.kind=xr-linear]}", "give the member's family as its kind"),
+        ("{set: [model.kind=xr_linear]}", "give the member's family as its kind"),
         (
             "{set: [tree.branching=3]}",
-            "ensemble.members[0] (kind xr-linear, set ['tree.branching=3']): tree.branching=3 "
+            "ensemble.members[0] (kind xr_linear, set ['tree.branching=3']): tree.branching=3 "
             "must be a power of two",
         ),
         ("{set: [tree.seed]}", "'tree.seed' is not KEY=VALUE"),
@@ -259,12 +259,12 @@ def test_a_bad_member_is_a_config_error_naming_it(member: str, message: str) -> 
 
 
 def test_a_pyfunc_pins_what_its_members_import() -> None:
-    linear = load("{kind: xr-linear}")
-    mixed = load("{kind: xr-linear}", "{kind: xr-transformer}")
+    linear = load("{kind: xr_linear}")
+    mixed = load("{kind: xr_linear}", "{kind: xr_transformer}")
     assert registry.requirements("ensemble", linear) == []
     assert "torch" in registry.requirements("ensemble", mixed)
     assert "onnxruntime" not in registry.requirements("ensemble", mixed)
-    fast = load("{kind: xr-transformer, set: [matcher.predict_runtime=onnx-int8]}")
+    fast = load("{kind: xr_transformer, set: [matcher.predict_runtime=onnx-int8]}")
     assert "onnxruntime" in registry.requirements("ensemble", fast)  # as its member asks
 
 
@@ -280,17 +280,17 @@ def bow(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_text_member_on_a_corpus_without_text_is_refused_before_any_work(
     bow: Path, tmp_path: Path
 ) -> None:
-    cfg = load("{kind: xr-linear}", "{kind: xr-transformer}")
+    cfg = load("{kind: xr_linear}", "{kind: xr_transformer}")
     with pytest.raises(InputError) as err:
         check_dataset(bow, cfg)
     assert str(err.value) == (
-        f"{bow}: ensemble.members[1].kind xr-transformer needs a raw-text corpus, this one is "
-        "bow\n  fix: pass a text dataset, or set ensemble.members[1].kind=xr-linear"
+        f"{bow}: ensemble.members[1].kind xr_transformer needs a raw-text corpus, this one is "
+        "bow\n  fix: pass a text dataset, or set ensemble.members[1].kind=xr_linear"
     )
-    members = "ensemble.members=[{kind: xr-linear}, {kind: xr-transformer}]"
+    members = "ensemble.members=[{kind: xr_linear}, {kind: xr_transformer}]"
     done = xmc("train", str(bow), str(tmp_path / "m"), "--set", "model.kind=ensemble",
                "--set", members, "--set", f"work_dir={tmp_path / 'w'}")  # fmt: skip
-    assert done.returncode != 0 and "ensemble.members[1].kind xr-transformer" in done.stderr
+    assert done.returncode != 0 and "ensemble.members[1].kind xr_transformer" in done.stderr
     assert not (tmp_path / "w").exists() and not (tmp_path / "m").exists()
 
 
@@ -298,9 +298,9 @@ def test_a_text_member_on_a_corpus_without_text_is_refused_before_any_work(
     ("member", "message"),
     [
         (
-            "{kind: xr-transformer}",
-            "ensemble.members[1].kind=xr-transformer needs raw text, and feature matrices hold "
-            "none\n  fix: set ensemble.members[1].kind=xr-linear, or train on a text dataset",
+            "{kind: xr_transformer}",
+            "ensemble.members[1].kind=xr_transformer needs raw text, and feature matrices hold "
+            "none\n  fix: set ensemble.members[1].kind=xr_linear, or train on a text dataset",
         ),
         (
             "{set: [label_features.kind=label_text]}",

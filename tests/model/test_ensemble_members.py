@@ -18,8 +18,8 @@ from xmc_core.model.xmc_model import XmcModel
 __all__ = ["tx_dataset", "tx_encoder_dir"]
 
 MEMBERS = (
-    "ensemble.members=[{kind: xr-linear}, {set: [label_features.kind=pifa_label_text]}, "
-    "{kind: xr-transformer}]"
+    "ensemble.members=[{kind: xr_linear}, {set: [label_features.kind=pifa_label_text]}, "
+    "{kind: xr_transformer}]"
 )
 
 

@@ -109,8 +109,8 @@ def test_errors_are_clear() -> None:
         clf.predict(X[:, :5])
     with pytest.raises(InputError, match="repeats line 1"):
         XmcClassifier().fit(X, Y, label_names=["a", "b", "a", "d"])
-    with pytest.raises(InputError, match=r"model\.kind=xr-transformer needs raw text"):
-        XmcClassifier(model__kind="xr-transformer").fit(X, Y)
+    with pytest.raises(InputError, match=r"model\.kind=xr_transformer needs raw text"):
+        XmcClassifier(model__kind="xr_transformer").fit(X, Y)
 
 
 def test_matrices_give_the_model_the_featurized_corpus_gives(tmp_path: Path) -> None:

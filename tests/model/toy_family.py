@@ -1,8 +1,9 @@
 """A family that lives only in the tests: nearest label centroid on TF-IDF.
 
-It proves the contract: one module, one registry entry (on import, named in ``$XMC_PLUGINS``),
-one config section (``plugins.toy-centroid``), and every command (train, predict, serve, the
-flows, the pyfunc) takes it without a branch on its name.
+It proves the contract: one module, one entry point (``toy_centroid =
+tests.model.toy_family:FAMILY`` in a distribution's ``xmc.families`` group, installed by
+``tests/model/plugin_dist.py``), one config section (``plugins.toy_centroid``), and every
+command (train, predict, serve, the flows, the pyfunc) takes it without a branch on its name.
 """
 
 from __future__ import annotations
@@ -21,16 +22,15 @@ from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model.contract import Family, label_counts
-from xmc_core.model.registry import register_family, register_part
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
 from xmc_core.stages.graph import Runner, Stage
 from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
 
-NAME = "toy-centroid"
+NAME = "toy_centroid"
 
 
 class ToyConfig(Section):
-    """The toy family's own section: ``plugins.toy-centroid`` in the config."""
+    """The toy family's own section: ``plugins.toy_centroid`` in the config."""
 
     shrink: float = Field(0.0, ge=0, description="subtracted from every centroid weight")
 
@@ -121,13 +121,12 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
     }  # fmt: skip
 
 
-register_part(CentroidRanker)
-FAMILY = register_family(
-    Family(
-        name=NAME,
-        graph=graph,
-        description="nearest label centroid (tests only)",
-        sections=("tokenizer", "tfidf", "predict", "eval"),
-        plugin_section=ToyConfig,
-    )
+FAMILY = Family(
+    name=NAME,
+    graph=graph,
+    description="nearest label centroid (tests only)",
+    section=ToyConfig,
+    sections=("tokenizer", "tfidf", "predict", "eval"),
+    parts={"CentroidRanker": "tests.model.toy_family:CentroidRanker"},
+    contract_settings=("plugins.toy_centroid.shrink=0.01",),
 )

@@ -9,16 +9,12 @@ import pytest
 from tests.model_helpers import write_small_corpus
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.families.neural_xc import FAMILY as NEURAL_XC
 
-NXC_SMALL = [
-    "neural_xc.input_max_features=2000", "neural_xc.input_hidden=[256,128]",
-    "neural_xc.input_code=64", "neural_xc.batch_size=16", "neural_xc.lr=0.001",
-    "neural_xc.label_prior_bias=true", "neural_xc.epochs=30", "neural_xc.patience=30",
-    "neural_xc.threads=1",
-]  # fmt: skip
+NXC_SMALL = list(NEURAL_XC.contract_settings)
 """Sized for the contract's 300-document corpus: the reference widths and lr 3e-4 need far more
 steps than its 19 batches an epoch to leave the label prior."""
-TINY = ["model.kind=neural-xc", "tracking.enabled=false", "tfidf.max_features=5000", *NXC_SMALL]
+TINY = ["model.kind=neural_xc", "tracking.enabled=false", "tfidf.max_features=5000", *NXC_SMALL]
 
 
 @pytest.fixture(scope="session")

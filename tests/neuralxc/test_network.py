@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from xmc_core.errors import InputError
-from xmc_core.neuralxc.config import NeuralXcConfig
-from xmc_core.neuralxc.network import (
+from xmc_core.families.neural_xc.config import NeuralXcConfig
+from xmc_core.families.neural_xc.network import (
     MB,
     NeuralXc,
     check_memory,

@@ -12,8 +12,8 @@ import torch
 
 from tests.model_helpers import split_texts as texts
 from xmc_core.errors import ArtifactError, InputError
+from xmc_core.families.neural_xc.ranker import NeuralXcRanker, input_columns, network_input
 from xmc_core.model.xmc_model import TfidfEncoder, XmcModel
-from xmc_core.neuralxc.ranker import NeuralXcRanker, input_columns, network_input
 
 
 def test_input_columns_are_the_most_frequent_ones_ties_to_the_lower() -> None:

@@ -13,10 +13,10 @@ import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig
 from xmc_core.errors import InputError
-from xmc_core.neuralxc import ranker as ranker_module
-from xmc_core.neuralxc.config import NeuralXcConfig
-from xmc_core.neuralxc.ranker import NeuralXcRanker
-from xmc_core.neuralxc.trainer import train_network
+from xmc_core.families.neural_xc import ranker as ranker_module
+from xmc_core.families.neural_xc.config import NeuralXcConfig
+from xmc_core.families.neural_xc.ranker import NeuralXcRanker
+from xmc_core.families.neural_xc.trainer import train_network
 
 SMALL = NeuralXcConfig(
     input_hidden=[16], input_code=8, label_hidden=[8], label_code=4, regressor_hidden=[8],
@@ -46,7 +46,7 @@ def toy_problem(n: int = 60, d: int = 12, L: int = 5) -> tuple[sp.csr_matrix, sp
 def test_progress_is_logged_at_least_every_30_seconds(caplog: pytest.LogCaptureFixture) -> None:
     X, Y = toy_problem()
     ticks = itertools.count(0.0, 31.0)  # every clock reading 31 s after the last
-    with caplog.at_level(logging.INFO, logger="xmc_core.neuralxc.trainer"):
+    with caplog.at_level(logging.INFO, logger="xmc_core.families.neural_xc.trainer"):
         _, record = train_network(X, Y, SMALL, clock=lambda: next(ticks))
     steps = [r.getMessage() for r in caplog.records if ": step " in r.getMessage()]
     n_batches = 2 * -(-(60 - 6) // 8)  # 2 epochs of 54 training documents

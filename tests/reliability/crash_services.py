@@ -202,7 +202,7 @@ def run_to_end(services: Services, work: Path, log: Path) -> str:
     services.idle()
     text = run_log(services, log, offset)
     assert proc.returncode == 0, text[-4000:]
-    assert "xmc run summary: xr-linear on " in text
+    assert "xmc run summary: xr_linear on " in text
     return text
 
 

@@ -121,7 +121,7 @@ def _save_transformer_parts(root: Path, corpus: Corpus, model: XmcModel) -> None
     )  # fmt: skip
     write_meta(level, "MatcherLevel", {"level": 0, "n_clusters": 4})
     xrt = XmcModel(
-        "xr-transformer", model.vectorizer, model.labels, embedding, model.ranker,
+        "xr_transformer", model.vectorizer, model.labels, embedding, model.ranker,
         model.label_counts, model.n_train_docs,
     )  # fmt: skip
     xrt.save(root / "XmcModel-xr-transformer")
@@ -153,7 +153,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
     model.ranker.save(root / "XRLinearModel")
     model.save(root / "XmcModel")
     XmcModel(
-        "xr-linear", GivenFeatures(model.vectorizer.n_features), model.labels, model.encoder,
+        "xr_linear", GivenFeatures(model.vectorizer.n_features), model.labels, model.encoder,
         model.ranker, model.label_counts, model.n_train_docs,
     ).save(root / "XmcModel-given")  # fmt: skip
     _save_transformer_parts(root, corpus, model)

@@ -43,7 +43,7 @@ def check_predictions(body: dict[str, Any], want: list[list[tuple[str, float]]])
 
 def test_health(client: TestClient, tiny_model: XmcModel) -> None:
     body = client.get("/health").json()
-    assert body["status"] == "ok" and body["kind"] == "xr-linear"
+    assert body["status"] == "ok" and body["kind"] == "xr_linear"
     assert body["n_labels"] == len(tiny_model.labels)
     assert body["topk"] == tiny_model.ranker.predict_cfg.topk
 

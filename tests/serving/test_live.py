@@ -191,13 +191,13 @@ def test_health_docs_and_reload_after_xmc_promote(
         model = health["model"]
         assert model["uri"] == f"models:/{NAME}@{ALIAS}" and model["name"] == NAME
         assert (model["version"], model["alias"]) == ("1", ALIAS)
-        assert model["run_id"] == template.run_ids["1"] and model["family"] == "xr-linear"
+        assert model["run_id"] == template.run_ids["1"] and model["family"] == "xr_linear"
         assert model["n_labels"] == health["n_labels"] == len(tiny.labels)
         assert model["fingerprint"] == sha256(tiny_model_dir / "meta.json")
         assert Path(model["path"]).is_relative_to(Path(cfg.work_dir) / "mlflow" / "serving-cache")
         loaded_at = datetime.fromisoformat(model["loaded_at"])
         assert abs((started - loaded_at).total_seconds()) < 300
-        assert health["kind"] == "xr-linear" and health["topk"] == tiny.ranker.predict_cfg.topk
+        assert health["kind"] == "xr_linear" and health["topk"] == tiny.ranker.predict_cfg.topk
         check_docs(server.url)
         for headers in (None, {"Authorization": "Bearer wrong-token-of-32-characters-x"}):
             assert call(f"{server.url}/reload", {}, headers)[0] == 401
@@ -301,7 +301,7 @@ def test_a_folder_reloads_when_its_files_change(
     live = LiveModel.open(folder, XmcConfig.load(None, [f"work_dir={tmp_path}"]))
     client = TestClient(create_app(live))
     model = client.get("/health").json()["model"]
-    assert model["path"] == str(folder) and model["family"] == "xr-linear"
+    assert model["path"] == str(folder) and model["family"] == "xr_linear"
     assert [model[k] for k in ("uri", "name", "version", "alias", "run_id")] == [None] * 5
     assert model["fingerprint"] == sha256(tiny_model_dir / "meta.json")
     unchanged = client.post("/reload").json()

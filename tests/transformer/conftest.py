@@ -12,22 +12,10 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.families.xr_transformer import CONTRACT_SETTINGS
 
-SMALL = [
-    "tree.branching=4",
-    "tree.max_leaf_size=4",
-    "tfidf.max_features=20000",
-    "encoder.max_length=32",
-    "matcher.min_clusters=4",
-    "matcher.max_clusters=16",
-    "matcher.steps_per_level=6",
-    "matcher.batch_size=8",
-    "matcher.eval_every=3",
-    "matcher.eval_docs=40",
-    "matcher.embed_batch_size=64",
-    "matcher.head_lr=0.01",
-    "matcher.device=cpu",
-]
+SMALL = [s for s in CONTRACT_SETTINGS if not s.startswith("encoder.path=")]
+"""XR-Transformer's contract settings, less the encoder's folder."""
 
 
 @pytest.fixture(scope="session")

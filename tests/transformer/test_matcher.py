@@ -11,7 +11,7 @@ import pytest
 import xmc_core.transformer.matcher as matcher_mod
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError
-from xmc_core.families.xr_transformer import tokenize
+from xmc_core.families.xr_transformer.graph import tokenize
 from xmc_core.linear.tree import LabelTree
 from xmc_core.transformer.matcher import (
     MatcherCheckpoint,

@@ -15,7 +15,7 @@ from xmc_core.model.xmc_model import XmcModel
 def trained(tmp_path_factory, tx_dataset, tx_config, tx_features):
     cfg = tx_config.model_copy(
         update={
-            "model": tx_config.model.model_copy(update={"kind": "xr-transformer"}),
+            "model": tx_config.model.model_copy(update={"kind": "xr_transformer"}),
             "work_dir": tmp_path_factory.mktemp("work"),
         }
     )
@@ -24,7 +24,7 @@ def trained(tmp_path_factory, tx_dataset, tx_config, tx_features):
 
 def test_trains_evaluates_and_roundtrips(tmp_path, trained, tx_dataset, tx_features):
     model, cfg = trained
-    assert model.family == "xr-transformer"
+    assert model.family == "xr_transformer"
     hidden = model.encoder.encoder.hidden_size
     assert model.ranker.n_features_ == tx_features.train.X.shape[1] + hidden
     corpus = Corpus(tx_dataset)
@@ -33,7 +33,7 @@ def test_trains_evaluates_and_roundtrips(tmp_path, trained, tx_dataset, tx_featu
     assert metrics["P@1"] >= 0.6, metrics  # the TF-IDF half alone carries this corpus
     model.save(tmp_path / "m")
     loaded = XmcModel.load(tmp_path / "m", device="cpu")
-    assert loaded.family == "xr-transformer"
+    assert loaded.family == "xr_transformer"
     texts = corpus.read_split("test", ["text"]).column("text").to_pylist()[:50]
     a, b = model.predict(texts), loaded.predict(texts)
     assert (a != b).nnz == 0 and np.array_equal(a.indices, b.indices)
@@ -54,7 +54,7 @@ def test_corrupt_encoder_weights_fail_clearly(tmp_path, trained):
 
 def test_bag_of_words_corpus_is_refused(tmp_path, tx_config, tx_features):
     cfg = tx_config.model_copy(
-        update={"model": tx_config.model.model_copy(update={"kind": "xr-transformer"})}
+        update={"model": tx_config.model.model_copy(update={"kind": "xr_transformer"})}
     )
     with pytest.raises(InputError, match="raw-text corpus"):
         train_model(tx_features, cfg, Corpus(write_bow_dataset(tmp_path / "bow")))
@@ -69,7 +69,7 @@ def test_described_without_loading(tmp_path, trained, tx_features):
     model.save(tmp_path / "m")
     d = describe_model(tmp_path / "m")
     hidden = model.encoder.encoder.hidden_size
-    assert d["family"] == "xr-transformer" and d["n_labels"] == len(model.labels)
+    assert d["family"] == "xr_transformer" and d["n_labels"] == len(model.labels)
     assert d["encoder"]["dim"] == hidden and d["encoder"]["max_length"] == 32  # SMALL
     assert d["encoder"]["pooling"] == "mean" and d["encoder"]["class"] == "EmbeddingFeatures"
     tfidf = tx_features.train.X.shape[1]

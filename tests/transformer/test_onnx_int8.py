@@ -185,7 +185,7 @@ def int8_trained(tmp_path_factory, tx_dataset, tx_config, tx_features):
     document count of each int8 embedding pass its training made."""
     cfg = tx_config.model_copy(
         update={
-            "model": tx_config.model.model_copy(update={"kind": "xr-transformer"}),
+            "model": tx_config.model.model_copy(update={"kind": "xr_transformer"}),
             "matcher": tx_config.matcher.model_copy(
                 update={"predict_runtime": "onnx-int8", "embed_runtime": "onnx-int8"}
             ),
@@ -295,9 +295,9 @@ def test_an_int8_encoder_quantized_per_batch_is_exported_again_on_load(tmp_path,
 
 
 def test_a_served_int8_model_pins_onnxruntime() -> None:
-    plain = XmcConfig.load(None, ["model.kind=xr-transformer"])
-    fast = XmcConfig.load(None, ["model.kind=xr-transformer", "matcher.predict_runtime=onnx-int8"])
-    assert "onnxruntime" not in registry.requirements("xr-transformer", plain)
-    assert "onnxruntime" in registry.requirements("xr-transformer", fast)
+    plain = XmcConfig.load(None, ["model.kind=xr_transformer"])
+    fast = XmcConfig.load(None, ["model.kind=xr_transformer", "matcher.predict_runtime=onnx-int8"])
+    assert "onnxruntime" not in registry.requirements("xr_transformer", plain)
+    assert "onnxruntime" in registry.requirements("xr_transformer", fast)
     pin = f"onnxruntime=={metadata.version('onnxruntime')}"
-    assert pin in pip_requirements("xr-transformer", fast)
+    assert pin in pip_requirements("xr_transformer", fast)

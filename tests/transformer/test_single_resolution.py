@@ -9,11 +9,7 @@ import scipy.sparse as sp
 
 from xmc_core.config import MatcherConfig, RankerConfig, TreeConfig
 from xmc_core.errors import InputError
-from xmc_core.linear.beam import ChunkedLevel, beam_search
-from xmc_core.linear.tree import LabelTree, planned_level_sizes
-from xmc_core.transformer.ranker import concat_features
-from xmc_core.transformer.shortlist import level_choices, matcher_levels, top_clusters
-from xmc_core.transformer.single_resolution import (
+from xmc_core.families.x_transformer.single_resolution import (
     cluster_tree,
     head_as_level,
     label_matching,
@@ -22,6 +18,10 @@ from xmc_core.transformer.single_resolution import (
     training_pairs,
     xr_transformer_steps,
 )
+from xmc_core.linear.beam import ChunkedLevel, beam_search
+from xmc_core.linear.tree import LabelTree, planned_level_sizes
+from xmc_core.transformer.ranker import concat_features
+from xmc_core.transformer.shortlist import level_choices, matcher_levels, top_clusters
 
 
 def random_z(n_labels: int, seed: int = 0) -> sp.csr_matrix:

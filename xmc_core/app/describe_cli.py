@@ -105,7 +105,7 @@ def _print_model(folder: Path, args: argparse.Namespace) -> None:
 
 
 def _print_dataset(folder: Path, as_json: bool) -> None:
-    from xmc_core.app.cli import manifest_summary
+    from xmc_core.app.describe import manifest_summary
     from xmc_core.corpus import Corpus
     from xmc_core.corpus.label_stats import format_label_stats, label_stats
 

@@ -1,7 +1,7 @@
 """The block a run ends with, in the terminal and the Prefect logs: what was trained on what, the
 test figures (once), where the model is, and what the registry did with it.
 
-    xmc run summary: xr-linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
+    xmc run summary: xr_linear on synthetic-x1-seed0-08160ee4897c (38.2 s)
       data      6000 train / 1500 test docs, 957 labels
       test      P@1 79.33%  P@5 38.59%  nDCG@5 68.15%  PSP@5 48.61%
       model     data/models/c8cc6c66...  (xmc predict data/models/c8cc6c66... docs.txt out.jsonl)

@@ -95,7 +95,7 @@ def check_matrix_run(files: MatrixFiles, cfg: XmcConfig) -> tuple[int, int]:
             raise InputError(
                 None,
                 f"{member.key}.kind={family.name} needs raw text, and feature matrices hold none",
-                f"set {member.key}.kind=xr-linear, or train on a text dataset: xmc train "
+                f"set {member.key}.kind=xr_linear, or train on a text dataset: xmc train "
                 "DATASET MODEL",
             )
         kind, where = member.cfg.label_features.kind, ""

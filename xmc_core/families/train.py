@@ -40,7 +40,7 @@ def _check_kind(path: Path, kind: str, cfg: XmcConfig) -> None:
             raise InputError(
                 path,
                 f"{member.key}.kind {family.name} needs a raw-text corpus, this one is {kind}",
-                f"pass a text dataset, or set {member.key}.kind=xr-linear",
+                f"pass a text dataset, or set {member.key}.kind=xr_linear",
             )
 
 

@@ -15,8 +15,9 @@ served model needs installed.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from xmc_core.config import PredictConfig, Section, XmcConfig
+    from xmc_core.config import PredictConfig, XmcConfig
+    from xmc_core.config_section import Section
     from xmc_core.stages.graph import Runner
 
 
@@ -112,35 +114,58 @@ run report."""
 
 
 @dataclass(frozen=True)
-class Family:
-    """A named composition of parts.
+class Lazy:
+    """A function named by ``"module:attr"``, imported on its first call: a family's package
+    names its graph this way, so finding the family (the registry, the config) imports none of
+    the graph's dependencies (torch, faiss)."""
 
-    ``name``: ``model.kind`` in the config and ``family`` in a saved model's ``meta.json``;
-    ``graph``: its training stages (see :data:`TrainGraph`); ``sections``: the config sections
-    it reads (shown in the run report, checked by the contract tests); ``plugin_section``: the
-    config section class of a family defined outside ``xmc_core`` (its values live under
-    ``plugins.<name>`` in the config); ``needs_text``: trains on raw text (not bag-of-words);
-    ``requirements``: packages its served model imports beyond the core ones (and
-    ``config_requirements``: those it imports as a config sets it up); ``members``:
-    a family made of other families (an ensemble): ``cfg`` -> its :class:`Member` s, whose
-    needs (raw text, label texts, packages) are checked and pinned for it.
+    target: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A named composition of parts, declared in its package's ``__init__`` (``FAMILY``) and
+    found through the ``xmc.families`` entry points (:mod:`xmc_core.model.registry`).
+
+    ``name``: ``model.kind`` in the config, ``family`` in a saved model's ``meta.json``, its
+    folder and its config section's key (one spelling, with underscores); ``graph``: its
+    training stages (see :data:`TrainGraph`), usually a :class:`Lazy`; ``section``: its own
+    config section class (a family of ``xmc_core``: the config's ``<name>`` key; a plug-in's:
+    ``plugins.<name>``); ``sections``: the config sections it reads (shown in the run report,
+    checked by the contract tests); ``parts``: the saved part classes it adds, class name ->
+    ``"module:Class"`` (imported when a saved model names one); ``needs_text``: trains on raw
+    text (not bag-of-words); ``requirements``: packages its served model imports beyond the
+    core ones (and ``config_requirements``: those it imports as a config sets it up);
+    ``members``: a family made of other families (an ensemble): ``cfg`` -> its :class:`Member` s,
+    whose needs (raw text, label texts, packages) are checked and pinned for it;
+    ``contract_settings``: the ``--set`` items that size it for the contract tests' 300-document
+    corpus (``{encoder}`` stands for a tiny local transformer encoder's folder);
+    ``config_position``: where a built-in's section comes among the families' sections of the
+    config (``xmc dump-config``), lower first, ties by name.
     """
 
     name: str
     graph: TrainGraph
     description: str
+    section: type[Section] | None = None
     sections: Sequence[str] = ()
-    plugin_section: type[Section] | None = None
+    parts: Mapping[str, str] = field(default_factory=dict)
     needs_text: bool = False
     requirements: Sequence[str] = ()
     config_requirements: Callable[[XmcConfig], Sequence[str]] | None = None
     members: Callable[[XmcConfig], Sequence[Member]] | None = None
+    contract_settings: Sequence[str] = ()
+    config_position: int = 100
 
 
 @dataclass(frozen=True)
 class Member:
     """One family a composed family trains: ``key``, where it is configured (e.g.
-    ``ensemble.members[1]``); ``label``, what a report calls it (``xr-linear tree.seed=1``);
+    ``ensemble.members[1]``); ``label``, what a report calls it (``xr_linear tree.seed=1``);
     ``cfg``, its whole config."""
 
     key: str

@@ -311,15 +311,16 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
         version = meta.get("model_format", 1)
         if version == MODEL_FORMAT:
             return {
-                "family": str(meta["family"]), "encoder": str(meta["encoder"]),
+                "family": registry.canonical(str(meta["family"])),  # xr-linear: xr_linear
+                "encoder": str(meta["encoder"]),
                 "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
                 "vectorizer": str(meta.get("vectorizer", "TfidfVectorizer")),
                 "n_train_docs": n_train_docs,
             }  # fmt: skip
     if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
-        text = meta.get("kind") == "xr-transformer"
+        text = meta.get("kind") == "xr-transformer"  # format 1's own spelling
         return {
-            "family": "xr-transformer" if text else "xr-linear",
+            "family": "xr_transformer" if text else "xr_linear",
             "encoder": "EmbeddingFeatures" if text else "TfidfEncoder",
             "ranker": "XRLinearModel", "encoder_dir": "embedding" if text else None,
             "vectorizer": "TfidfVectorizer",

@@ -54,7 +54,7 @@ class ModelInfo:
     version: Annotated[str | None, Field(description='registered version, e.g. "3"')]
     alias: Annotated[str | None, Field(description="the alias the URI names, e.g. champion")]
     run_id: Annotated[str | None, Field(description="the MLflow run that logged the version")]
-    family: Annotated[str, Field(description="model family, e.g. xr-linear")]
+    family: Annotated[str, Field(description="model family, e.g. xr_linear")]
     n_labels: Annotated[int, Field(description="labels the model knows")]
     fingerprint: Annotated[
         str, Field(description="sha256 of the model's meta.json, which holds every file's")

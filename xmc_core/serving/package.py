@@ -25,7 +25,6 @@ from mlflow.models import ModelSignature
 from mlflow.models.model import ModelInfo
 from mlflow.types.schema import Array, ColSpec, DataType, ParamSchema, ParamSpec, Schema
 
-import xmc_core
 from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import model_layout
@@ -35,6 +34,7 @@ from xmc_core.serving.registry.store import FAMILY_TAG, RegistryStore
 from xmc_core.serving.resolve import MODEL_CLASS, find_model_folder
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.fingerprint import code_fingerprint, combine, path_fingerprint
+from xmc_core.version import __version__
 
 MODEL_NAME = "model"
 """Name of the logged model within its run (``runs:/RUN_ID/model``)."""
@@ -110,7 +110,7 @@ def log_model(
     family = model_layout(folder, meta)["family"]  # meta: read once, checksums verified
     with tempfile.TemporaryDirectory(prefix="xmc-code-") as tmp:
         code = Path(tmp) / "xmc_core"
-        shutil.copytree(Path(xmc_core.__file__).parent, code, ignore=_CODE_IGNORE)
+        shutil.copytree(Path(__file__).parent.parent, code, ignore=_CODE_IGNORE)
         info = mlflow.pyfunc.log_model(
             name=MODEL_NAME,
             python_model=str(ENTRY_FILE),
@@ -121,7 +121,7 @@ def log_model(
             pip_requirements=pip_requirements(family, cfg),
             metadata={
                 "xmc_kind": family,
-                "xmc_version": xmc_core.__version__,
+                "xmc_version": __version__,
                 "n_labels": int(meta["n_labels"]),
                 "config_fingerprint": cfg.fingerprint(),
             },

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core import __version__
 from xmc_core.errors import ArtifactError
 from xmc_core.storage.atomic import atomic_file, finish_interrupted_swap, write_json
 from xmc_core.storage.npz_guard import check_npz, read_sparse
 from xmc_core.storage.paths import file_kind
+from xmc_core.version import __version__
 
 if TYPE_CHECKING:  # pyarrow is imported where strings are read or written: it costs ~40 MB
     import pyarrow as pa

@@ -7,7 +7,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import xmc_core
 from xmc_core.storage.artifacts import sha256_file
 from xmc_core.storage.code_closure import (
     DEFAULT_ROOTS,
@@ -15,6 +14,7 @@ from xmc_core.storage.code_closure import (
     module_closure,
     module_source,
 )
+from xmc_core.version import __version__
 
 
 @functools.cache
@@ -24,8 +24,8 @@ def code_fingerprint() -> str:
     Any change inside ``xmc_core`` changes it, so cached results of an older library are never
     reused.
     """
-    root = Path(xmc_core.__file__).parent
-    h = hashlib.sha256(xmc_core.__version__.encode())
+    root = Path(__file__).parent.parent
+    h = hashlib.sha256(__version__.encode())
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
@@ -51,7 +51,7 @@ def closure_fingerprint(*module_names: str, roots: tuple[str, ...] = DEFAULT_ROO
             path = module_source(module)
             if path is not None:
                 files[_relative_path(module, path)] = path
-    h = hashlib.sha256(xmc_core.__version__.encode())
+    h = hashlib.sha256(__version__.encode())
     for rel in sorted(files):
         data = files[rel].read_bytes()
         h.update(f"\0{rel}\0{len(data)}\0".encode())

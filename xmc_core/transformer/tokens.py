@@ -107,7 +107,7 @@ def tokenize_partition(
         raise InputError(
             corpus.path,
             "XR-Transformer needs raw text, and this corpus is bag-of-words",
-            "train XR-Linear on it (model.kind=xr-linear) or ingest a text corpus",
+            "train XR-Linear on it (model.kind=xr_linear) or ingest a text corpus",
         )
     return tokenize_texts(
         tokenizer, corpus.read_partition(ref, ["text"]).column("text"), max_length

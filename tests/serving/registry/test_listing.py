@@ -66,7 +66,7 @@ def test_versions_decisions_and_alias(cfg: XmcConfig, gate_dataset: Path) -> Non
     client = mlflow.MlflowClient(tracking_uri=cfg.tracking_uri(), registry_uri=cfg.tracking_uri())
     runs = [client.get_model_version(NAME, str(n)).run_id for n in range(1, 5)]
     assert [v.run_id for v in listing.versions] == runs
-    assert {v.family for v in listing.versions} == {"xr-linear"}
+    assert {v.family for v in listing.versions} == {"xr_linear"}
     v2, v3, v4 = listing.versions[1:]
     assert v2.aliases == ["champion"] and v3.aliases == []
     assert v3.promotion["decision"] == "rejected" and v3.promotion["champion_version"] == "2"
@@ -88,7 +88,7 @@ def test_versions_decisions_and_alias(cfg: XmcConfig, gate_dataset: Path) -> Non
     lineage = describe(lineage_of(gate_dataset))
     assert v4.dataset == data and v4.lineage == lineage
     cells = re.split(r"\s{2,}", row["4"])
-    assert cells[3:] == ["xr-linear", data, lineage, "-", "-", "-"]  # never decided
+    assert cells[3:] == ["xr_linear", data, lineage, "-", "-", "-"]  # never decided
     assert lines[-2:] == [f"{NAME}@champion: version 2", "alias history (oldest first): 1 -> 2"]
 
     client.delete_model_version_tag(NAME, "3", "xmc.model_kind")  # as registered by older xmc
@@ -98,7 +98,7 @@ def test_versions_decisions_and_alias(cfg: XmcConfig, gate_dataset: Path) -> Non
     assert "Downloading artifacts" not in out.stderr and "%|" not in out.stderr  # no bars
     inspect = xmc(cfg, "inspect", f"models:/{NAME}@champion")
     assert inspect.returncode == 0, inspect.stderr
-    assert "family: xr-linear" in inspect.stdout and "tree: " in inspect.stdout
+    assert "family: xr_linear" in inspect.stdout and "tree: " in inspect.stdout
 
 
 def test_no_model_and_no_store(cfg: XmcConfig, tmp_path: Path) -> None:

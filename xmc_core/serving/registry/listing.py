@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.metrics import percent
+from xmc_core.model.registry import canonical
 from xmc_core.serving.registry.lineage import NOT_RECORDED, lineage_text, recorded_dataset
 from xmc_core.serving.registry.store import (
     FAMILY_TAG,
@@ -113,13 +114,18 @@ def _entry(store: RegistryStore, v: ModelVersion, aliases: list[str]) -> Version
         version=str(v.version),
         created=created.isoformat(timespec="seconds"),
         run_id=v.run_id,
-        family=v.tags.get(FAMILY_TAG) or _family(store, str(v.version)),
+        family=_spelled(v.tags.get(FAMILY_TAG) or _family(store, str(v.version))),
         dataset=recorded_dataset(v.tags),
         lineage=lineage_text(v.tags),
         aliases=aliases,
         promotion=_tags(v.tags, PROMOTION_TAG),
         rollback=_tags(v.tags, ROLLBACK_TAG),
     )
+
+
+def _spelled(family: str | None) -> str | None:
+    """A recorded family in its one spelling (an earlier release's ``xr-linear``: ``xr_linear``)."""
+    return None if family is None else canonical(family)
 
 
 def _tags(tags: dict[str, str], prefix: str) -> dict[str, str]:

@@ -1,0 +1,276 @@
+"""XR-Transformer (Zhang et al. 2021): a transformer matcher fine-tuned coarse to fine over a
+label tree (one resumable checkpoint per level), then XR-Linear on ``[TF-IDF, weight *
+embedding]`` over a tree refined on the concatenated label features, with the matcher's top
+clusters as extra (matcher-aware) negatives. Its encoder is the fine-tuned transformer."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.config import EncoderConfig, MatcherConfig, PredictConfig, RankerConfig, XmcConfig
+from xmc_core.corpus import Corpus, PartitionRef
+from xmc_core.corpus.schema import SPLITS
+from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
+from xmc_core.families.xr_transformer import NAME
+from xmc_core.features.label_features import LabelFeatures
+from xmc_core.features.labels import LabelIndex
+from xmc_core.features.split_features import SplitFeatures
+from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.linear.model import LevelRankers, XRLinearModel
+from xmc_core.linear.negatives import MatcherShortlists
+from xmc_core.linear.tree import LabelTree
+from xmc_core.model.contract import label_counts
+from xmc_core.model.xmc_model import XmcModel
+from xmc_core.neural import resolve_device
+from xmc_core.stages.graph import Runner, Stage
+from xmc_core.stages.keys import key_part
+from xmc_core.transformer import matcher as matcher_lib
+from xmc_core.transformer import tokens as token_lib
+from xmc_core.transformer.encoder import (
+    TextEncoder,
+    default_encoder_path,
+    encoder_fingerprint,
+    load_tokenizer,
+)
+from xmc_core.transformer.matcher import MatcherCheckpoint
+from xmc_core.transformer.onnx_int8 import embed_on
+from xmc_core.transformer.ranker import (
+    EmbeddedSplit,
+    EmbeddingFeatures,
+    concat_features,
+    matcher_parent_shortlists,
+    ranker_label_features,
+)
+from xmc_core.transformer.shortlist import level_choices, matcher_levels, top_clusters
+from xmc_core.transformer.tokens import TokenizedTexts
+
+log = logging.getLogger(__name__)
+key_part.register(EncoderConfig, encoder_fingerprint)  # an encoder is keyed by its files
+
+
+def tokenize(corpus: Corpus, ref: PartitionRef, encoder: EncoderConfig) -> TokenizedTexts:
+    """Subword ids of one partition's texts, by the configured encoder's tokenizer."""
+    tokenizer = load_tokenizer(encoder.path or default_encoder_path())
+    return token_lib.tokenize_partition(corpus, ref, tokenizer, encoder.max_length)
+
+
+def stack_tokens(parts: list[TokenizedTexts], split: str) -> TokenizedTexts:
+    """A split's tokenized partitions in corpus order (``split`` names it in the key)."""
+    return TokenizedTexts.concat(parts)
+
+
+def train_matcher_level(
+    tokens: TokenizedTexts, train: SplitFeatures, tree: LabelTree, level: int,
+    previous: MatcherCheckpoint | None, encoder: EncoderConfig, matcher: MatcherConfig,
+    out: Path,
+) -> None:  # fmt: skip
+    """Fine-tune the encoder and the head of tree level ``level`` from the previous level's
+    checkpoint (None: the pretrained encoder); writes the checkpoint into ``out``."""
+    matcher_lib.train_matcher_level(tokens, train.Y, tree, level, previous, encoder, matcher, out)
+
+
+def matcher_predictions(ckpt: MatcherCheckpoint, E: np.ndarray, beam_size: int) -> sp.csr_matrix:
+    """The matcher level's top ``beam_size`` clusters for embeddings ``E`` (n, h)."""
+    W, b = ckpt.head().arrays()
+    return top_clusters(E, W, b, beam_size)
+
+
+def final_embeddings(
+    ckpt: MatcherCheckpoint, encoder: TextEncoder, tokens: TokenizedTexts, cfg: MatcherConfig
+) -> np.ndarray:
+    """Embeddings float32 (n, h) of every training document by the last level's encoder: the
+    checkpoint already holds those of the matcher's documents; the rest are computed."""
+    rows, E, _ = ckpt.state(tokens.n_docs)
+    missing = np.setdiff1d(np.arange(tokens.n_docs), rows)
+    if missing.size:
+        device = resolve_device(cfg.device)
+        what = "embedding the other training documents"
+        E[missing] = embed_on(encoder, tokens.take(missing), device, cfg, what)
+    return E
+
+
+def embed_split(
+    split: SplitFeatures, tokens: TokenizedTexts, checkpoint: MatcherCheckpoint, name: str,
+    matcher: MatcherConfig,
+) -> EmbeddedSplit:  # fmt: skip
+    """A featurized split with the fine-tuned embeddings appended."""
+    encoder, _ = checkpoint.encoder()
+    if name == "train":  # the checkpoint holds the matcher documents' embeddings
+        E = final_embeddings(checkpoint, encoder, tokens, matcher)
+    else:
+        device = resolve_device(matcher.device)
+        what = f"embedding {name}"
+        E = embed_on(encoder, tokens, device, matcher, what)
+    X = concat_features(split.X, E, matcher.embedding_weight)
+    return EmbeddedSplit(X, split.Y, split.doc_ids, split.unknown_labels, E)
+
+
+def ranker_features(train: SplitFeatures, embedded: EmbeddedSplit) -> LabelFeatures:
+    """PIFA over TF-IDF ⊕ PIFA over the embeddings, for the ranker's refined tree."""
+    assert embedded.E is not None
+    return LabelFeatures(ranker_label_features(train.X, embedded.E, train.Y), "pifa_concat")
+
+
+def shortlists(
+    checkpoint: MatcherCheckpoint, embedded: EmbeddedSplit, matcher_tree: LabelTree,
+    ranker_tree: LabelTree, beam_size: int,
+) -> MatcherShortlists:  # fmt: skip
+    """The matcher's top ``beam_size`` clusters of every training document, as the extra
+    parents of each ranker level."""
+    assert embedded.E is not None
+    P = matcher_predictions(checkpoint, embedded.E, beam_size)
+    extra = matcher_parent_shortlists(P, matcher_tree, checkpoint.level, ranker_tree, beam_size)
+    return MatcherShortlists(extra, checkpoint.level)
+
+
+def assemble(
+    vectorizer: TfidfVectorizer, labels: LabelIndex, tree: LabelTree, levels: list[LevelRankers],
+    train: SplitFeatures, checkpoint: MatcherCheckpoint, ranker: RankerConfig,
+    predict: PredictConfig, matcher: MatcherConfig,
+) -> XmcModel:  # fmt: skip
+    """Vectorizer + label index + refined tree + level rankers + the last matcher level's
+    encoder -> a deployable model."""
+    model = level_ranker(tree, levels, train, ranker, predict)
+    return transformer_model(NAME, vectorizer, labels, model, train, checkpoint, matcher)
+
+
+def transformer_model(
+    family: str, vectorizer: TfidfVectorizer, labels: LabelIndex, ranker: XRLinearModel,
+    train: SplitFeatures, checkpoint: MatcherCheckpoint, matcher: MatcherConfig,
+) -> XmcModel:  # fmt: skip
+    """A deployable model of family ``family``: the ranker on ``[TF-IDF, weight * e]``, its
+    encoder the matcher ``checkpoint``'s fine-tuned transformer (``EmbeddingFeatures``)."""
+    encoder, tokenizer = checkpoint.encoder()
+    features = EmbeddingFeatures(
+        encoder, tokenizer, matcher.embedding_weight, matcher.embed_batch_size, matcher.device,
+        matcher.bf16, matcher.predict_runtime,
+    )  # fmt: skip
+    return XmcModel(
+        family, vectorizer, labels, features, ranker, label_counts(train.Y), train.X.shape[0]
+    )
+
+
+TOKENS = Stage(
+    "tokens", tokenize, TokenizedTexts, {"corpus": Corpus}, frozenset({"corpus"}), on_dask=True,
+    describe=lambda t: f"{t.n_docs} docs, mean length {float(t.lengths.mean()):.1f}",
+)  # fmt: skip
+TOKENS_SPLIT = Stage(
+    "tokens-split", stack_tokens, TokenizedTexts, {"parts": TokenizedTexts}, on_dask=True,
+    describe=lambda t: f"tokens {t.input_ids.shape}",
+)  # fmt: skip
+MATCHER_LEVEL = Stage(
+    "matcher-level", train_matcher_level, MatcherCheckpoint,
+    {"tokens": TokenizedTexts, "train": SplitFeatures, "tree": LabelTree,
+     "previous": MatcherCheckpoint},
+    writes_folder=True, describe=lambda c: f"level {c.level}: {c.n_clusters} clusters",
+)  # fmt: skip
+EMBED = Stage(
+    "embedded", embed_split, EmbeddedSplit,
+    {"split": SplitFeatures, "tokens": TokenizedTexts, "checkpoint": MatcherCheckpoint},
+    describe=lambda s: f"X {s.X.shape}",
+)  # fmt: skip
+RANKER_FEATURES = Stage(
+    "ranker-label-features", ranker_features, LabelFeatures,
+    {"train": SplitFeatures, "embedded": EmbeddedSplit},
+    describe=lambda z: f"Z {z.z.shape}, {z.z.nnz} nonzeros",
+)  # fmt: skip
+SHORTLISTS = Stage(
+    "shortlists", shortlists, MatcherShortlists,
+    {"checkpoint": MatcherCheckpoint, "embedded": EmbeddedSplit, "matcher_tree": LabelTree,
+     "ranker_tree": LabelTree},
+    describe=lambda s: f"(doc, parent) pairs per ranker level "
+    f"{[0 if m is None else m.nnz for m in s.levels]}",
+)  # fmt: skip
+MODEL = Stage(
+    "transformer-model", assemble, XmcModel,
+    {"vectorizer": TfidfVectorizer, "labels": LabelIndex, "tree": LabelTree,
+     "levels": LevelRankers, "train": SplitFeatures, "checkpoint": MatcherCheckpoint},
+    describe=lambda m: f"{len(m.labels)} labels",
+)  # fmt: skip
+
+
+def matcher_graph(
+    run: Runner, tokens: Any, train: Any, tree: Any, encoder: EncoderConfig,
+    matcher: MatcherConfig,
+) -> list[Any]:  # fmt: skip
+    """The matcher levels, coarse to fine, each resuming from the previous one's checkpoint;
+    returns their handles (the last one is the fine-tuned matcher)."""
+    checkpoints: list[Any] = []
+    for line in level_choices(run.value(tree), matcher):
+        log.info("%s", line)
+    for level in matcher_levels(run.value(tree), matcher):
+        checkpoints.append(
+            run(
+                MATCHER_LEVEL, label=f"matcher-level-{level}", tokens=tokens, train=train,
+                tree=tree, level=level, previous=checkpoints[-1] if checkpoints else None,
+                encoder=encoder, matcher=matcher,
+            )
+        )  # fmt: skip
+    return checkpoints
+
+
+def tokenize_splits(run: Runner, corpus: Any, encoder: EncoderConfig) -> dict[str, Any]:
+    """The subword ids of every split: one TOKENS call per partition, then one TOKENS_SPLIT
+    per split; returns ``{split: handle}``."""
+    refs = {s: run.value(corpus).partitions(s) for s in SPLITS}
+    parts = {
+        s: run.map(
+            TOKENS, {"ref": refs[s]}, [f"tokenize-{s}-{r.row_group}" for r in refs[s]],
+            corpus=corpus, encoder=encoder,
+        )
+        for s in SPLITS
+    }  # fmt: skip
+    return {
+        s: run(TOKENS_SPLIT, label=f"assemble-tokens-{s}", parts=parts[s], split=s) for s in SPLITS
+    }
+
+
+def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
+    """Tokens (per partition), matcher tree and levels, embeddings, refined tree, matcher
+    shortlists, ranker levels, model, evaluation on the embedded test split."""
+    tokens = tokenize_splits(run, feats["corpus"], cfg.encoder)
+    matcher_tree = run(
+        TREE, label="matcher-tree", label_features=feats["label_features"], cfg=cfg.tree
+    )
+    checkpoints = run.handoff(
+        "matcher", matcher_graph, tokens=tokens["train"], train=feats["train"],
+        tree=matcher_tree, encoder=cfg.encoder, matcher=cfg.matcher,
+    )  # fmt: skip
+    last = checkpoints[-1]
+    embedded = {
+        s: run(
+            EMBED, label=f"embed-{s}", split=feats[s], tokens=tokens[s], checkpoint=last,
+            name=s, matcher=cfg.matcher,
+        )
+        for s in SPLITS
+    }  # fmt: skip
+    z = run(RANKER_FEATURES, train=feats["train"], embedded=embedded["train"])
+    tree = run(TREE, label="ranker-tree", label_features=z, cfg=cfg.tree)
+    extra = run(
+        SHORTLISTS, label="matcher-shortlists", checkpoint=last, embedded=embedded["train"],
+        matcher_tree=matcher_tree, ranker_tree=tree, beam_size=cfg.matcher.beam_size,
+    )  # fmt: skip
+    levels = ranker_levels(run, embedded["train"], tree, cfg, extra, prefix="ranker")
+    model = run(
+        MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
+        labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
+        checkpoint=last, ranker=cfg.ranker, predict=cfg.predict, matcher=cfg.matcher,
+    )  # fmt: skip
+    evaluation = run(EVALUATE, label="evaluate", model=model, split=embedded["test"], cfg=cfg.eval)
+    return {
+        "tokens_train": tokens["train"], "tokens_test": tokens["test"],
+        "matcher_tree": matcher_tree, "matcher": last, "matcher_levels": checkpoints,
+        "embedded_train": embedded["train"], "embedded_test": embedded["test"],
+        "tree": tree, "model": model, "evaluation": evaluation,
+        "model_train": embedded["train"], "model_test": embedded["test"],
+    }  # fmt: skip
+
+
+def runtime_requirements(cfg: XmcConfig) -> tuple[str, ...]:
+    """The int8 encoder's runtime, when ``matcher.predict_runtime`` asks for it."""
+    return ("onnxruntime",) if cfg.matcher.predict_runtime == "onnx-int8" else ()
