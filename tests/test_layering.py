@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("parts", (
         "xmc_core.features", "xmc_core.linear", "xmc_core.transformer", "xmc_core.evaluation",
         "xmc_core.neural",
+        "xmc_core.neural_loop",
     )),
     ("frame", (
         "xmc_core.model.xmc_model", "xmc_core.model.model_folder", "xmc_core.families.common",
