@@ -45,7 +45,7 @@ def members_set(branchings: tuple[int, ...]) -> str:
     """The override of ``ensemble.members``: XR-Linear members of these tree branchings,
     seeds 0, 1, ..."""
     members = ", ".join(
-        f"{{kind: xr-linear, set: [tree.seed={seed}, tree.branching={b}]}}"
+        f"{{kind: xr_linear, set: [tree.seed={seed}, tree.branching={b}]}}"
         for seed, b in enumerate(branchings)
     )
     return f"ensemble.members=[{members}]"

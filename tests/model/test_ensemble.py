@@ -1,4 +1,4 @@
-"""Ensembles (``xmc_core/model/ensemble.py``, ``xmc_core/families/ensemble.py``): the combination
+"""Ensembles (``xmc_core/families/ensemble/``): the combination
 rules on a hand-computed example, shared encoder blocks, save -> load -> predict, the member
 configs, a text-needing member on a corpus without text, and P@1 on the synthetic corpus."""
 

@@ -72,7 +72,8 @@ IGNORED_NAMES = (
     f"names starting with {' or '.join(map(repr, HIDDEN_PREFIXES))} "
     f"or ending in {' or '.join(map(repr, IN_PROGRESS_SUFFIXES))}"
 )
-"""The entries a scan leaves alone (drops being copied in), for people (README, REASON.txt)."""
+"""The entries a scan leaves alone (drops being copied in), for people (the docs' lifecycle page,
+REASON.txt)."""
 _POLICY_OPTION = re.compile(r"(ingest with )?--(on-empty|on-unlabeled) (\w+)")
 _COLUMN_OPTION = re.compile(r"--(text-column|labels-column|id-column|label-sep)")
 
@@ -175,7 +176,8 @@ def _check_entry(root: Path, path: Path) -> None:
             path,
             "a single file in the landing folder, not a drop folder",
             "put the split files of one import format (e.g. train.jsonl and test.jsonl) in a "
-            "sub-folder of the landing folder (see README, Corpora) and drop that folder",
+            "sub-folder of the landing folder (see docs/lifecycle/registry.md, 'Retraining on new "
+            "corpora') and drop that folder",
         )
     if not stat.S_ISDIR(mode):
         raise InputError(path, "not a regular folder", "drop a folder of split files")

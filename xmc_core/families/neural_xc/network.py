@@ -141,7 +141,7 @@ def memory_estimate(
 ) -> MemoryEstimate:
     """What training on ``n_inputs`` columns and ``n_labels`` labels needs (float32): every
     parameter 5 times; every layer output of a batch (the label decoder twice) 3 times (output,
-    activation, gradient); a scoring batch's (eval_batch_size, L) logits and ``top_rows``'
+    activation, gradient); a scoring batch's (eval_batch_size, L) logits and ``top_k_dense``'
     temporaries (about 24 bytes an element); ``data_bytes`` for the matrices."""
     w = widths(cfg, n_inputs, n_labels)
     outputs = sum(sum(ws) for ws in w.values()) + sum(w["label_decoder"][1:])
