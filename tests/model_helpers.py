@@ -13,12 +13,11 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus, DatasetWriter
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.families.train import check_corpus, featurize_in_process
+from xmc_core.families.train import check_corpus, family_graph, featurize_in_process
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Held, InProcessRunner
 from xmc_core.storage.artifacts import sha256_file
@@ -67,7 +66,7 @@ def train_outputs(feats: Featurized, cfg: XmcConfig, corpus: Corpus) -> dict[str
     }  # fmt: skip
     handles: dict[str, Any] = {k: Held(v, f"given-{k}-{id(v)}") for k, v in given.items()}
     handles["corpus"] = run.source(Corpus, str(corpus.path))
-    out = registry.family(cfg.model.kind).graph(run, handles, cfg)
+    out = family_graph(run, handles, cfg)
     return {
         k: [run.value(h) for h in v] if isinstance(v, list) else run.value(v)
         for k, v in out.items()

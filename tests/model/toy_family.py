@@ -17,7 +17,6 @@ from pydantic import Field
 
 from xmc_core.config import PredictConfig, Section, XmcConfig
 from xmc_core.evaluation.ranking import top_k
-from xmc_core.families.common import EVALUATE
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
@@ -114,9 +113,8 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         MODEL, vectorizer=feats["vectorizer"], labels=feats["label_index"], ranker=ranker,
         train=feats["train"],
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=feats["test"], cfg=cfg.eval)
     return {
-        "model": model, "evaluation": evaluation,
+        "model": model,
         "model_train": feats["train"], "model_test": feats["test"],
     }  # fmt: skip
 

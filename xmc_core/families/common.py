@@ -107,6 +107,15 @@ EVALUATE = Stage(
 )  # fmt: skip
 
 
+def evaluated(run: Runner, outs: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
+    """A family graph's handles ``outs`` (``model``, ``model_train``, ``model_test``, ...)
+    with ``evaluation`` added: the model's test metrics. Every family graph ends here, in the
+    frame (:func:`xmc_core.families.train.family_graph`, and the ensemble for its members)."""
+    model, test = outs["model"], outs["model_test"]
+    return {**outs, "evaluation": run(EVALUATE, label="evaluate", model=model, split=test,
+                                      cfg=cfg.eval)}  # fmt: skip
+
+
 def ranker_levels(
     run: Runner,
     train: Any,

@@ -13,6 +13,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.reader import read_manifest
 from xmc_core.errors import InputError
+from xmc_core.families.common import evaluated
 from xmc_core.families.featurize import featurize_graph
 from xmc_core.families.matrices import matrix_graph
 from xmc_core.features.matrices import MatrixFiles
@@ -60,9 +61,10 @@ def train_graph(
 
 
 def family_graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """The configured family's stages on featurized handles ``feats``; returns ``feats`` and
-    every output's handle."""
-    return {**feats, **registry.family(cfg.model.kind).graph(run, feats, cfg)}
+    """The configured family's stages on featurized handles ``feats``, then the frame's common
+    ending (the model's evaluation on the test split); returns ``feats`` and every output's
+    handle."""
+    return {**feats, **evaluated(run, registry.family(cfg.model.kind).graph(run, feats, cfg), cfg)}
 
 
 def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:

@@ -108,9 +108,10 @@ TrainGraph = Callable[["Runner", Mapping[str, Any], "XmcConfig"], dict[str, Any]
 
 ``featurized`` holds the handles of the featurize graph (``corpus``, ``vectorizer``,
 ``label_index``, ``label_features``, ``train``, ``test``); the outputs must include ``model``
-(an ``XmcModel``), ``evaluation`` (its test ``Metrics``), ``model_train`` and ``model_test``
-(the splits as the model's input, for diagnostics); more (trees, checkpoints) are shown in the
-run report."""
+(an ``XmcModel``), ``model_train`` and ``model_test`` (the splits as the model's input, for the
+evaluation and diagnostics); more (trees, checkpoints) are shown in the run report. The frame
+ends every graph the same way (``families/common.py: evaluated``: ``evaluation``, the model's
+test ``Metrics``)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from xmc_core.corpus.schema import SPLITS
 from xmc_core.families.astec import NAME
 from xmc_core.families.astec.config import AstecConfig
 from xmc_core.families.astec.parts import AstecEncoder, AstecRanker
-from xmc_core.families.common import EVALUATE
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
@@ -105,7 +104,7 @@ MODEL = Stage(
 
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """Meta-labels, module 1, the encoded splits, modules 2-4, model, evaluation."""
+    """Meta-labels, module 1, the encoded splits, modules 2-4, model."""
     c = cfg.astec
     meta = run(META, label="astec-meta-labels", label_features=feats["label_features"],
                tree=cfg.tree, astec=c)  # fmt: skip
@@ -120,9 +119,8 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], encoder=encoder, ranker=ranker, train=feats["train"],
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=encoded["test"], cfg=cfg.eval)
     return {
         "meta_labels": meta, "encoder": encoder, "ranker": ranker, "model": model,
-        "evaluation": evaluation, "model_train": encoded["train"],
+        "model_train": encoded["train"],
         "model_test": encoded["test"],
     }  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.families import featurize, matrices
-from xmc_core.families.common import EVALUATE
+from xmc_core.families.common import evaluated
 from xmc_core.families.ensemble import NAME
 from xmc_core.families.ensemble.config import EnsembleConfig, members
 from xmc_core.families.ensemble.parts import EnsembleEncoder, EnsembleRanker
@@ -96,13 +96,14 @@ def member_features(
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
     """Each member's own graph (stages labelled ``member-<i>-``), the ensemble model, its
-    train and test inputs, its evaluation on the test split; ``member_evaluations``: each
+    train and test inputs (the frame adds its evaluation); ``member_evaluations``: each
     member's test metrics, in member order."""
     outs = []
     for i, member in enumerate(members(cfg)):
         sub = PrefixedRunner(run, f"member-{i}-")
         family = registry.family(member.cfg.model.kind)
-        outs.append(family.graph(sub, member_features(sub, feats, cfg, member.cfg), member.cfg))
+        out = family.graph(sub, member_features(sub, feats, cfg, member.cfg), member.cfg)
+        outs.append(evaluated(sub, out, member.cfg))
     model = run(
         MODEL, label="assemble-ensemble", members=[o["model"] for o in outs],
         trains=[o["model_train"] for o in outs], ensemble=cfg.ensemble, predict=cfg.predict,
@@ -114,8 +115,7 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         )
         for s in SPLITS
     }  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=splits["test"], cfg=cfg.eval)
     return {
-        "model": model, "evaluation": evaluation, "model_train": splits["train"],
+        "model": model, "model_train": splits["train"],
         "model_test": splits["test"], "member_evaluations": [o["evaluation"] for o in outs],
     }  # fmt: skip

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from xmc_core.config import PredictConfig, RankerConfig, TreeConfig, XmcConfig
-from xmc_core.families.common import EVALUATE
 from xmc_core.families.hierarchical_xc import NAME
 from xmc_core.families.hierarchical_xc.config import HierarchicalXcConfig
 from xmc_core.families.hierarchical_xc.hierarchy import build_hierarchy
@@ -86,7 +85,7 @@ MODEL = Stage(
 
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """Tree, the node levels in order, model, evaluation on the test split."""
+    """Tree, the node levels in order, model (the frame adds its evaluation)."""
     ranker, predict = node_settings(cfg.ranker, cfg.predict)
     tree = run(
         TREE, label="agglomerative-tree", train=feats["train"],
@@ -106,8 +105,7 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         labels=feats["label_index"], tree=tree, levels=levels, train=feats["train"],
         ranker=ranker, predict=predict,
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=feats["test"], cfg=cfg.eval)
     return {
-        "tree": tree, "model": model, "evaluation": evaluation,
+        "tree": tree, "model": model,
         "model_train": feats["train"], "model_test": feats["test"],
     }  # fmt: skip

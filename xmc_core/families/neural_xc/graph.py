@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from xmc_core.config import PredictConfig, XmcConfig
-from xmc_core.families.common import EVALUATE
 from xmc_core.families.neural_xc import NAME
 from xmc_core.families.neural_xc.config import NeuralXcConfig
 from xmc_core.families.neural_xc.ranker import NeuralXcRanker
@@ -50,7 +49,8 @@ MODEL = Stage(
 
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """The network on the TF-IDF of the training split, the model, its evaluation."""
+    """The network on the TF-IDF of the training split and the model (the frame adds its
+    evaluation)."""
     network = run(
         TRAIN, label="neural-xc-network", train=feats["train"], neural_xc=cfg.neural_xc,
         predict=cfg.predict,
@@ -59,8 +59,7 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], ranker=network, train=feats["train"],
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=feats["test"], cfg=cfg.eval)
     return {
-        "network": network, "model": model, "evaluation": evaluation,
+        "network": network, "model": model,
         "model_train": feats["train"], "model_test": feats["test"],
     }  # fmt: skip

@@ -23,7 +23,7 @@ from xmc_core.config import (
 )
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import InputError
-from xmc_core.families.common import EVALUATE, build_tree, level_ranker
+from xmc_core.families.common import build_tree, level_ranker
 from xmc_core.families.featurize import LABEL_FEATURES
 from xmc_core.families.x_transformer import NAME
 from xmc_core.families.x_transformer.single_resolution import (
@@ -168,7 +168,7 @@ def index_features(run: Runner, feats: dict[str, Any], tokens: Any, cfg: XmcConf
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
     """Tokens, label features of the indexing, the cluster tree, the matcher (one level, in
-    the ``matcher`` hand-off), embeddings, the two ranker levels, model, evaluation."""
+    the ``matcher`` hand-off), embeddings, the two ranker levels, model."""
     check_bias(cfg.ranker.bias)  # before any work
     tokens = tokenize_splits(run, feats["corpus"], cfg.encoder)
     z = index_features(run, feats, tokens["train"], cfg)
@@ -205,11 +205,10 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
         checkpoint=last, ranker=cfg.ranker, predict=cfg.predict, matcher=matcher,
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=embedded["test"], cfg=cfg.eval)
     return {
         "tokens_train": tokens["train"], "tokens_test": tokens["test"], "index_features": z,
         "tree": tree, "matcher": last, "matcher_levels": checkpoints,
         "embedded_train": embedded["train"], "embedded_test": embedded["test"],
-        "model": model, "evaluation": evaluation,
+        "model": model,
         "model_train": embedded["train"], "model_test": embedded["test"],
     }  # fmt: skip

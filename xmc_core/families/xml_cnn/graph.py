@@ -25,7 +25,7 @@ from xmc_core.config import PredictConfig, RankerConfig, TokenizerConfig, XmcCon
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.evaluation.ranking import top_k_dense
-from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
+from xmc_core.families.common import TREE, level_ranker, ranker_levels
 from xmc_core.families.xml_cnn import NAME
 from xmc_core.families.xml_cnn.checkpoint import CnnCheckpoint
 from xmc_core.families.xml_cnn.config import XmlCnnConfig
@@ -270,9 +270,8 @@ def flat_graph(
         labels=feats["label_index"], checkpoint=network, vocab=vocab, train=feats["train"],
         predict=cfg.predict,
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=encoded["test"], cfg=cfg.eval)
     return {
-        "network": network, "model": model, "evaluation": evaluation,
+        "network": network, "model": model,
         "model_train": encoded["train"], "model_test": encoded["test"],
     }  # fmt: skip
 
@@ -306,9 +305,8 @@ def xr_graph(
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
         checkpoint=network, vocab=vocab, ranker=cfg.ranker, predict=cfg.predict,
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=embedded["test"], cfg=cfg.eval)
     return {
         "matcher_tree": matcher_tree, "network": network, "tree": tree, "model": model,
-        "evaluation": evaluation, "model_train": embedded["train"],
+        "model_train": embedded["train"],
         "model_test": embedded["test"],
     }  # fmt: skip

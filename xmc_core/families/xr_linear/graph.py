@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from xmc_core.config import PredictConfig, RankerConfig, XmcConfig
-from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
+from xmc_core.families.common import TREE, level_ranker, ranker_levels
 from xmc_core.families.xr_linear import NAME
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
@@ -38,7 +38,7 @@ MODEL = Stage(
 
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """Tree, the levels in order, model, evaluation on the test split."""
+    """Tree, the levels in order, model (the frame adds its evaluation)."""
     tree = run(TREE, label="label-tree", label_features=feats["label_features"], cfg=cfg.tree)
     levels = ranker_levels(run, feats["train"], tree, cfg)
     model = run(
@@ -46,8 +46,7 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         labels=feats["label_index"], tree=tree, levels=levels, train=feats["train"],
         ranker=cfg.ranker, predict=cfg.predict,
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=feats["test"], cfg=cfg.eval)
     return {
-        "tree": tree, "model": model, "evaluation": evaluation,
+        "tree": tree, "model": model,
         "model_train": feats["train"], "model_test": feats["test"],
     }  # fmt: skip

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from xmc_core.config import EncoderConfig, MatcherConfig, PredictConfig, RankerConfig, XmcConfig
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.families.common import EVALUATE, TREE, level_ranker, ranker_levels
+from xmc_core.families.common import TREE, level_ranker, ranker_levels
 from xmc_core.families.xr_transformer import NAME
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
@@ -232,7 +232,7 @@ def tokenize_splits(run: Runner, corpus: Any, encoder: EncoderConfig) -> dict[st
 
 def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
     """Tokens (per partition), matcher tree and levels, embeddings, refined tree, matcher
-    shortlists, ranker levels, model, evaluation on the embedded test split."""
+    shortlists, ranker levels, model."""
     tokens = tokenize_splits(run, feats["corpus"], cfg.encoder)
     matcher_tree = run(
         TREE, label="matcher-tree", label_features=feats["label_features"], cfg=cfg.tree
@@ -261,12 +261,11 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
         checkpoint=last, ranker=cfg.ranker, predict=cfg.predict, matcher=cfg.matcher,
     )  # fmt: skip
-    evaluation = run(EVALUATE, label="evaluate", model=model, split=embedded["test"], cfg=cfg.eval)
     return {
         "tokens_train": tokens["train"], "tokens_test": tokens["test"],
         "matcher_tree": matcher_tree, "matcher": last, "matcher_levels": checkpoints,
         "embedded_train": embedded["train"], "embedded_test": embedded["test"],
-        "tree": tree, "model": model, "evaluation": evaluation,
+        "tree": tree, "model": model,
         "model_train": embedded["train"], "model_test": embedded["test"],
     }  # fmt: skip
 
