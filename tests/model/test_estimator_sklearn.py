@@ -95,6 +95,14 @@ def test_clone_is_unfitted_and_refits_to_the_same_model() -> None:
     twin.fit(X, Y)
     assert _same(twin.predict_scores(X), clf.predict_scores(X))
     assert twin.predict(X[:3], topk=2) == clf.predict(X[:3], topk=2)
+    given = XmcClassifier(XmcConfig.load(None, ["tree.max_leaf_size=2"]), ranker__max_iter=5)
+    copied = clone(given)  # the config is copied (sklearn deep-copies non-estimator arguments)
+    assert copied.config == given.config and copied.config is not given.config
+    assert (
+        repr(copied)
+        == repr(given)
+        == ("XmcClassifier(config=XmcConfig(tree__max_leaf_size=2), ranker__max_iter=5)")
+    )
 
 
 def test_score_is_p_at_1_by_default_and_any_metric_on_demand() -> None:
