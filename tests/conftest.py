@@ -34,13 +34,19 @@ SLOW_FIXTURES = frozenset({"prefect_server"})
 
 SLOW_MODULES = {
     "integration/test_lifecycle.py": "Prefect, MLflow and worker servers; three deployed retrains",
-    "reliability/test_crash_safety.py": "a server, a Dask cluster and twelve flow runs",
     "ui": "a Prefect server with its UI, a flow run and Chromium",
     "flows": "flow runs (the Prefect test server, or a server of their own)",
     "model/test_contract.py": "every family trained in-process, through the CLI and the flow",
     "transformer/test_onnx_int8.py": "ONNX export and int8 quantization of the encoder",
     "transformer/test_int8_graph.py": "ONNX export and int8 quantization of the encoder",
-    "benchmarks/test_int8_predict.py": "ONNX export and int8 quantization of the encoder",
+    "benchmarks": "the benchmark scripts end to end on tiny corpora (training, ONNX, subprocesses)",
+    "reliability": "hostile inputs through the command line, fuzzing, the crash campaign",
+    "serving": "MLflow stores and registries, the HTTP server in subprocesses",
+    "app/test_matrix_cli.py": "xmc train/predict/evaluate through the command line",
+    "app/test_describe.py": "trained models and datasets described through the command line",
+    "core/test_cli.py": "xmc train/predict/evaluate through the command line",
+    "model/test_ensemble.py": "ensembles of several trained members",
+    "model/test_ensemble_members.py": "ensembles of several trained members",
 }
 """Modules (or folders) under ``tests/`` whose every test is slow, with why."""
 
