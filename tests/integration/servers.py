@@ -94,25 +94,27 @@ def base_env(prefect_home: Path) -> dict[str, str]:
 
 
 @contextmanager
-def prefect_and_mlflow(env: dict[str, str], state: Path, logs: Path) -> Iterator[tuple[str, str]]:
-    """``prefect server start`` and ``mlflow server`` (one worker, SQLite backend in ``state``,
-    proxied artifacts), each on a free port, started side by side (each takes seconds to come
-    up); yields the Prefect API URL and the MLflow tracking URI."""
-    prefect_port, mlflow_port = free_port(), free_port()
+def prefect_server(env: dict[str, str], logs: Path) -> Iterator[str]:
+    """``prefect server start`` on a free port; yields its API URL."""
+    port = free_port()
+    cmd = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with background(cmd, env, logs / "prefect-server.log") as proc:
+        api = f"http://127.0.0.1:{port}/api"
+        wait_http(f"{api}/health", proc, logs / "prefect-server.log")
+        yield api
+
+
+@contextmanager
+def mlflow_server(env: dict[str, str], state: Path, logs: Path) -> Iterator[str]:
+    """``mlflow server`` (one worker, SQLite backend, proxied artifacts); yields its URI."""
+    port = free_port()
     state.mkdir(parents=True, exist_ok=True)
-    prefect = [
-        str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port),
-    ]  # fmt: skip
-    mlflow = [
-        str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
+    cmd = [
+        str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
         "--workers", "1", "--backend-store-uri", f"sqlite:///{state / 'mlflow.db'}",
         "--artifacts-destination", str(state / "artifacts"),
     ]  # fmt: skip
-    api, uri = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
-    with (
-        background(prefect, env, logs / "prefect-server.log") as prefect_proc,
-        background(mlflow, env, logs / "mlflow-server.log") as mlflow_proc,
-    ):
-        wait_http(f"{api}/health", prefect_proc, logs / "prefect-server.log")
-        wait_http(f"{uri}/health", mlflow_proc, logs / "mlflow-server.log")
-        yield api, uri
+    with background(cmd, env, logs / "mlflow-server.log") as proc:
+        uri = f"http://127.0.0.1:{port}"
+        wait_http(f"{uri}/health", proc, logs / "mlflow-server.log")
+        yield uri

@@ -32,7 +32,8 @@ from tests.integration.servers import (
     background,
     base_env,
     free_port,
-    prefect_and_mlflow,
+    mlflow_server,
+    prefect_server,
     wait_http,
 )
 from xmc_core.config import XmcConfig
@@ -90,7 +91,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     logs = root / "logs"
     logs.mkdir()
     env = base_env(root / "prefect-home")
-    with prefect_and_mlflow(env, root / "mlflow", logs) as (api, uri):
+    with prefect_server(env, logs) as api, mlflow_server(env, root / "mlflow", logs) as uri:
         env |= {"PREFECT_API_URL": api, "MLFLOW_TRACKING_URI": uri, "XMC_PROJECT_DIR": str(REPO)}
         prefect = str(BIN / "prefect")
         for cmd in (
@@ -100,9 +101,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
             assert done.returncode == 0, done.stdout + done.stderr
         worker = [prefect, "worker", "start", "--pool", "xmc-process", "--limit", "1"]
-        # polled every second (default 10 s): each of the three runs is picked up at once
-        polling = env | {"PREFECT_WORKER_QUERY_SECONDS": "1"}
-        with background(worker, polling, logs / "worker.log"):
+        with background(worker, env, logs / "worker.log"):
             yield Stack(env, root / "work", logs, uri)
 
 
