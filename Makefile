@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make train   create .venv, install, run the training flow on the embedded corpus
 #   make test    create .venv, install Chromium (make browser), run ruff, build the docs, run the tests
+# While working: make check   ruff and the fast tier (the tests not marked slow, tests/conftest.py)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -22,7 +23,7 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION HF_HUB_OFFLINE PREFECT_HOME \
 	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS XMC_PROJECT_DIR
 
-.PHONY: install browser train test lint format bench-featurize clean env docs
+.PHONY: install browser train test check lint format bench-featurize clean env docs
 .PHONY: peers-venv bench-peers bench-families bench-end-to-end bench-scaling
 
 install: $(STAMP)
@@ -61,6 +62,11 @@ test: $(STAMP) browser
 # tests/docs/; the plots in docs/assets/plots/ come from benchmarks/plots.py.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -m "not slow" $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

@@ -1,8 +1,15 @@
-"""Shared fixtures: quiet, offline settings before anything imports prefect."""
+"""Shared fixtures: quiet, offline settings before anything imports prefect; the ``slow`` mark.
+
+The fast tier (``make check``: ``pytest -m "not slow"``) is every test not marked ``slow``. A test
+is slow when it starts servers or flows (it uses a fixture of :data:`SLOW_FIXTURES`), when its
+module is listed in :data:`SLOW_MODULES` (each listed for what makes it cost), or when it is
+marked ``@pytest.mark.slow`` itself. ``make test`` runs every test.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,3 +25,55 @@ def prefect_server() -> Iterator[None]:
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+TESTS = Path(__file__).resolve().parent
+
+SLOW_FIXTURES = frozenset({"prefect_server"})
+"""Fixtures that run flows: a Prefect test server (tens of seconds to start) and flow runs."""
+
+SLOW_MODULES = {
+    "integration/test_lifecycle.py": "Prefect, MLflow and worker servers; three deployed retrains",
+    "ui": "a Prefect server with its UI, a flow run and Chromium",
+    "flows": "flow runs (the Prefect test server, or a server of their own)",
+    "model/test_contract.py": "every family trained in-process, through the CLI and the flow",
+    "transformer/test_onnx_int8.py": "ONNX export and int8 quantization of the encoder",
+    "transformer/test_int8_graph.py": "ONNX export and int8 quantization of the encoder",
+    "benchmarks": "the benchmark scripts end to end on tiny corpora (training, ONNX, subprocesses)",
+    "reliability": "hostile inputs through the command line, fuzzing, the crash campaign",
+    "serving": "MLflow stores and registries, the HTTP server in subprocesses",
+    "app/test_matrix_cli.py": "xmc train/predict/evaluate through the command line",
+    "app/test_describe.py": "trained models and datasets described through the command line",
+    "core/test_cli.py": "xmc train/predict/evaluate through the command line",
+    "model/test_ensemble.py": "ensembles of several trained members",
+    "model/test_ensemble_members.py": "ensembles of several trained members",
+}
+"""Modules (or folders) under ``tests/`` whose every test is slow, with why."""
+
+
+def in_slow_module(path: Path) -> bool:
+    """Whether ``path`` (a test file or folder) is, or is inside, one of :data:`SLOW_MODULES`."""
+    rel = path.resolve().relative_to(TESTS).as_posix()
+    return any(rel == m or rel.startswith(m + "/") for m in SLOW_MODULES)
+
+
+def is_slow(item: pytest.Item) -> bool:
+    """Whether ``item`` belongs to the slow tier (see the module docstring)."""
+    if item.get_closest_marker("slow") or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    return in_slow_module(Path(str(item.path)))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast tier (``-m "not slow"``) does not even import the slow modules (their imports
+    alone take seconds)."""
+    if config.getoption("markexpr", "") != "not slow" or not collection_path.is_relative_to(TESTS):
+        return None
+    return True if in_slow_module(collection_path) else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow tier ``slow``, so that ``-m "not slow"`` is the fast one."""
+    for item in items:
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)

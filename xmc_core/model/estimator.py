@@ -36,6 +36,7 @@ from xmc_core.features.matrices import (
     csr_from_memory,
 )
 from xmc_core.features.split_features import SplitFeatures
+from xmc_core.model.estimator_params import as_overrides, config_params, params_repr
 from xmc_core.model.xmc_model import XmcModel, save_model_folder
 
 Features = sp.spmatrix | sp.sparray | np.ndarray
@@ -55,6 +56,10 @@ class XmcClassifier:
     working folder of the runs (None: a temporary folder per ``fit``, removed after it).
     Fitted attributes: ``model_`` (the :class:`~xmc_core.model.xmc_model.XmcModel`) and
     ``config_`` (the config it was trained with).
+
+    A scikit-learn estimator by its protocol (sklearn is not imported): ``get_params`` /
+    ``set_params`` with the config's keys as ``section__key``, ``score`` (P@1 by default), so
+    ``sklearn.base.clone``, ``Pipeline`` and ``GridSearchCV`` work on it.
     """
 
     def __init__(
@@ -68,16 +73,58 @@ class XmcClassifier:
         self.work_dir = work_dir
         self.overrides = overrides
 
-    def _config(self, work_dir: Path) -> XmcConfig:
-        """The configuration of a run: ``config`` with the overrides, in ``work_dir``."""
-        sets = [f"{k.replace('__', '.')}={json.dumps(v)}" for k, v in self.overrides.items()]
-        sets.append(f"work_dir={json.dumps(str(work_dir))}")
+    def _config(self, work_dir: Path | None = None) -> XmcConfig:
+        """The configuration of a run: ``config`` with the overrides, in ``work_dir`` (None: the
+        config's own)."""
+        sets = as_overrides(self.overrides)
+        if work_dir is not None:
+            sets.append(f"work_dir={json.dumps(str(work_dir))}")
         if not isinstance(self.config, XmcConfig):
             return XmcConfig.load(self.config, sets)
         raw = self.config.model_dump(mode="json")
         for item in sets:
             apply_override(raw, item)
         return XmcConfig.model_validate(raw)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """scikit-learn's parameters: the constructor's arguments (``config``, ``work_dir`` and
+        the overrides given: what ``sklearn.base.clone`` rebuilds an estimator from), and with
+        ``deep`` every other key of the config too, as ``section__key`` (its value in ``config``
+        with the overrides; YAML's types: a path as a string)."""
+        params: dict[str, Any] = {"config": self.config, "work_dir": self.work_dir}
+        if deep:
+            params.update(config_params(self._config()))
+        params.update(self.overrides)
+        return params
+
+    def set_params(self, **params: Any) -> XmcClassifier:
+        """Set ``config``, ``work_dir`` or config keys as ``section__key`` (what ``GridSearchCV``
+        and ``Pipeline.set_params`` call); returns self. An unknown key or a bad value is the
+        config's error naming it, raised here and changing nothing."""
+        config = params.pop("config", self.config)
+        work_dir = params.pop("work_dir", self.work_dir)
+        changed = XmcClassifier(config, work_dir=work_dir, **{**self.overrides, **params})
+        changed._config()  # checks every key and value now, not at fit
+        self.config, self.work_dir, self.overrides = config, work_dir, changed.overrides
+        return self
+
+    def __repr__(self) -> str:
+        """scikit-learn's style: the arguments that differ from the defaults, e.g.
+        ``XmcClassifier(tree__max_leaf_size=4)``."""
+        return params_repr(type(self).__name__, self.config, self.work_dir, self.overrides)
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags, read by its meta-estimators (``GridSearchCV``, ``Pipeline``):
+        sparse or text input, a target required. Not tagged a classifier: sklearn's classifier
+        paths expect one class per row (stratified folds refuse label lists and label matrices
+        fold as ``KFold`` anyway). Only scikit-learn calls this, so only then is it imported."""
+        from sklearn.utils import InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=True),
+            input_tags=InputTags(sparse=True, string=True),
+        )
 
     def fit(
         self,
@@ -139,6 +186,25 @@ class XmcClassifier:
                 )  # fmt: skip
         split = SplitFeatures(feats, Yc, pa.array([str(i) for i in range(feats.shape[0])]))
         return model.evaluate(split, self.config_.eval)
+
+    def score(
+        self,
+        X: Features | Texts,
+        Y: Features | Sequence[Sequence[str]],
+        metric: str | None = None,
+    ) -> float:
+        """One metric of :meth:`evaluate` on ``X`` and ``Y``, higher is better: ``metric`` (e.g.
+        ``"nDCG@5"``), None: the config's ``registry.metric``, the one the registry's gate judges
+        a model by (P@1 by default; set ``registry__metric`` to make ``GridSearchCV`` pick by
+        another)."""
+        metrics = self.evaluate(X, Y)
+        name = metric if metric is not None else self.config_.registry.metric
+        if name not in metrics:
+            raise InputError(
+                None, f"no metric {name!r} in the evaluation",
+                f"give one of {', '.join(metrics)} (k from eval.ks)",
+            )  # fmt: skip
+        return metrics[name]
 
     def save(self, path: str | Path, overwrite: bool = False) -> None:
         """Write the model folder (as ``xmc train`` does: ``xmc predict`` and ``xmc serve`` read
