@@ -20,8 +20,9 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 
 SETS = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
 SETS += ["tracking.run_name=tiny", "tracking.experiment=same"]
-VARYING_TAGS = {"xmc.model_dir", "xmc.process"}
-"""Tags that name a place or a process (the model folder, the pid), not what was tracked."""
+VARYING_TAGS = {"xmc.model_dir", "xmc.process", "xmc.promotion.at"}
+"""Tags that name a place, a process or a time (the model folder, the pid, when the gate
+decided), not what was tracked."""
 
 
 def artifact_paths(client: MlflowClient, run_id: str, path: str | None = None) -> list[str]:
@@ -79,6 +80,7 @@ def test_cli_and_flow_give_the_same_mlflow_run(
     cli, flow = run_data(cli_uri), run_data(flow_uri)
     assert cli == flow
     assert cli["status"] == "FINISHED" and cli["params"]["data.dataset"] == str(small_corpus)
+    assert cli["version_tags"]["xmc.promotion.decision"] == "promoted"
     assert cli["metrics"]["test.P_at_1"] > 0.3 and "train.P_at_1" in cli["metrics"]
     assert "time.evaluate-train_s" in cli["timed"] and "time.diagnose_s" in cli["timed"]
     assert {"config.yaml", "report/report.md", "evaluation/diagnostics.json"} <= set(
