@@ -4,7 +4,6 @@ metrics, tags, artifact names, the registered version; ids, times and paths asid
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,8 @@ from mlflow import MlflowClient
 
 from flows.runtime import configured, prefect_api
 from flows.train import train_pipeline
-from xmc_core.app.cli import main, tracked_config
+from xmc_core.app.cli import main
+from xmc_core.app.commands import tracked_config
 from xmc_core.config import XmcConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -92,11 +92,13 @@ def test_cli_and_flow_give_the_same_mlflow_run(
 def test_when_xmc_train_tracks() -> None:
     """``--track``, or a config that sets ``tracking.enabled=true`` itself; the default
     (``tracking.enabled`` true but not set) leaves ``xmc train`` untracked."""
-    args = argparse.Namespace(track=False, dataset=Path("ds"))
-    assert tracked_config(XmcConfig.load(None, []), args)[1] is False
-    cfg, track = tracked_config(XmcConfig.load(None, ["tracking.enabled=true"]), args)
-    assert track is True and cfg.data.dataset == Path("ds")
+    ds = Path("ds")
+    assert tracked_config(XmcConfig.load(None, []), False, ds)[1] is False
+    cfg, track = tracked_config(XmcConfig.load(None, ["tracking.enabled=true"]), False, ds)
+    assert track is True and cfg.data.dataset == ds
     off = XmcConfig.load(None, ["tracking.enabled=false"])
-    assert tracked_config(off, args)[1] is False
-    cfg, track = tracked_config(off, argparse.Namespace(track=True, dataset=Path("ds")))
-    assert track is True and cfg.tracking.enabled is True
+    assert tracked_config(off, False, ds)[1] is False
+    cfg, track = tracked_config(off, True, ds)
+    assert track is True and cfg.tracking.enabled is True and cfg.data.dataset == ds
+    given = XmcConfig.load(None, ["data.dataset=/data/x"])
+    assert tracked_config(given, True, ds)[0].data.dataset == Path("/data/x")

@@ -251,7 +251,8 @@ def _model_command(args: argparse.Namespace) -> None:
     if args.x is not None:
         _matrix_command(args)
     elif args.command == "train":
-        cfg, track = tracked_config(XmcConfig.load(args.config, args.overrides), args)
+        loaded = XmcConfig.load(args.config, args.overrides)
+        cfg, track = commands.tracked_config(loaded, args.track, args.dataset)
         with on_ctrl_c(lambda: _train_stopped(cfg)):
             commands.train(args.dataset, args.model, cfg, track=track, **_given(args, "overwrite"))
     elif args.command == "evaluate":
@@ -262,20 +263,6 @@ def _model_command(args: argparse.Namespace) -> None:
         split = _DEFAULTS.eval.split if args.split is None else args.split
         n = commands.predict(args.model, args.source, args.output, split, args.beam_size, args.topk)
         _wrote(n, args.output)
-
-
-def tracked_config(cfg: XmcConfig, args: argparse.Namespace) -> tuple[XmcConfig, bool]:
-    """(config, whether ``xmc train`` runs the lifecycle): with ``--track``, or a config that
-    sets ``tracking.enabled=true`` itself (its default leaves ``xmc train`` untracked). A
-    tracked run's config names the dataset it trains on (``data.dataset``), as a flow's does."""
-    track = args.track or ("enabled" in cfg.tracking.model_fields_set and cfg.tracking.enabled)
-    if not track:
-        return cfg, False
-    data = cfg.data if cfg.data.dataset is not None else cfg.data.model_copy(
-        update={"dataset": Path(args.dataset)}
-    )  # fmt: skip
-    tracking = cfg.tracking.model_copy(update={"enabled": True})
-    return cfg.model_copy(update={"data": data, "tracking": tracking}), True
 
 
 def _train_stopped(cfg: XmcConfig) -> str:

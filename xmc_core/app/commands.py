@@ -75,6 +75,21 @@ def train(
     return metrics
 
 
+def tracked_config(cfg: XmcConfig, track: bool, dataset: Path) -> tuple[XmcConfig, bool]:
+    """(config, whether ``xmc train`` runs the lifecycle): with ``track`` (``--track``), or a
+    config that sets ``tracking.enabled=true`` itself (its default leaves ``xmc train``
+    untracked). A tracked run's config names the dataset it trains on (``data.dataset``), as a
+    flow's does."""
+    track = track or ("enabled" in cfg.tracking.model_fields_set and cfg.tracking.enabled)
+    if not track:
+        return cfg, False
+    data = cfg.data
+    if data.dataset is None:
+        data = data.model_copy(update={"dataset": Path(dataset)})
+    tracking = cfg.tracking.model_copy(update={"enabled": True})
+    return cfg.model_copy(update={"data": data, "tracking": tracking}), True
+
+
 def tracked_lines(cfg: XmcConfig, done: dict) -> dict[str, str]:
     """The summary's ``mlflow``, ``registry`` and ``report`` lines of a lifecycle run in this
     process (``done``: :func:`~xmc_core.lifecycle.graph.lifecycle_in_process`)."""
