@@ -129,3 +129,5 @@ REPORT = Stage(
      "members": Metrics},
     writes_folder=True,
 )  # fmt: skip
+RUN_SCOPED = (TRACK, GATE, REPORT)
+"""The stages keyed on the training run itself (``run_key``): each run writes its own."""
