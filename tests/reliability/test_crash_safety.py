@@ -277,7 +277,7 @@ def test_rerun_after_every_kill_matches_the_uninterrupted_run(
     for rel in files:
         if rel.name != RESULT_FILE:  # Prefect's record holds the absolute path
             assert (model / rel).read_bytes() == (ref_model / rel).read_bytes(), rel
-    for name in finished_folders(work):
+    for name in keyed(finished_folders(work)):
         folder = work / "artifacts" / name
         if folder.parent.name in NO_META_STAGES:
             key = NO_META_STAGES[folder.parent.name]
