@@ -18,24 +18,21 @@ import sys
 import time
 from pathlib import Path
 
-from prefect import flow, unmapped
+from prefect import flow
 
 from flows.console import add_verbose_flag, quiet_terminal
 from flows.runtime import checked_config, configured, flow_command
-from tasks.predict import (
-    assemble_predictions,
-    plan_chunks,
-    predict_chunk,
-    predict_partition,
-    resolve_model,
-    write_output,
-)
+from flows.stage_runner import PrefectRunner
+from tasks.predict import plan_chunks, resolve_model, write_output
 from xmc_core.app.commands import check_source
 from xmc_core.app.entry import run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import InputError
+from xmc_core.lifecycle.artifacts import TextFile
+from xmc_core.lifecycle.predict import predict_graph
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.resolve import find_model_folder, is_uri
 from xmc_core.storage.paths import require_writable
 
@@ -45,21 +42,18 @@ def predict_pipeline(
     model: str, source: str, output: str, split: str, cfg: XmcConfig,
     topk: int | None = None, beam_size: int | None = None,
 ) -> str:  # fmt: skip
-    """Resolve the model, predict every part, assemble, write ``output``; returns its path."""
-    work = str(Path(cfg.work_dir).resolve())
-    model_dir = resolve_model(model, cfg)
+    """Resolve the model, predict every part (``xmc_core.lifecycle.predict``: one cached stage
+    task per partition or chunk, on the flow's Dask runner), assemble, write ``output``;
+    returns its path."""
+    run = PrefectRunner(Path(cfg.work_dir))
+    model_dir = run.source(XmcModel, resolve_model(model, cfg))
     if Path(source).is_dir():
-        refs = Corpus(source).partitions(split)
-        parts = predict_partition.map(
-            unmapped(model_dir), source, refs, unmapped(topk), unmapped(beam_size), unmapped(work)
-        )  # fmt: skip
+        over: list = Corpus(source).partitions(split)
+        handle = run.source(Corpus, source)
     else:
-        chunks = plan_chunks(source, cfg.data.rows_per_group)
-        parts = predict_chunk.map(
-            unmapped(model_dir), source, chunks, unmapped(topk), unmapped(beam_size), unmapped(work)
-        )  # fmt: skip
-    predictions = assemble_predictions(parts, work)
-    return write_output(predictions, output)
+        over, handle = plan_chunks(source, cfg.data.rows_per_group), run.source(TextFile, source)
+    predictions = predict_graph(run, model_dir, handle, over, topk, beam_size)
+    return write_output(run.path(predictions), output)
 
 
 @flow(name="predict", log_prints=True)

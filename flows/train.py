@@ -1,6 +1,7 @@
 """The ``train`` flow, the main job: the configured family's stage graph (corpus -> features ->
 label tree -> one ranker task per tree level -> model -> evaluation on the test split; the same
-graph ``xmc train`` runs in-process), then diagnostics, MLflow, promotion and the run report.
+graph ``xmc train`` runs in-process), then the lifecycle stages (``xmc train --track``'s):
+train-split evaluation, diagnostics, MLflow tracking and registration, promotion, the report.
 
     python -m flows.train [--config cfg.yaml] [--set data.dataset=PATH] [--set key=value ...]
 
@@ -12,7 +13,6 @@ or on the deployment named by ``XMC_MATCHER_DEPLOYMENT`` (a GPU work pool, see `
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,18 +31,20 @@ from xmc_core.app.entry import run_command
 from xmc_core.app.summary import flow_summary
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import features_summary, read_json
-from xmc_core.families.common import DIAGNOSE, EVALUATE, METRICS_FILE
+from xmc_core.families.common import METRICS_FILE
 from xmc_core.families.train import check_corpus, check_dataset, train_graph
+from xmc_core.lifecycle.artifacts import ModelFolder
+from xmc_core.lifecycle.graph import RunContext, lifecycle_graph
 from xmc_core.model.model_folder import publish_model_folder
 
 
 @flow(name="train-pipeline", log_prints=True)
 def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict[str, str]:
     """The family's stage graph (``xmc_core.families.train.train_graph``) as cached tasks, then
-    the lifecycle stages; returns the artifact folders.
+    the lifecycle stages (``xmc_core.lifecycle.graph``, the ones ``xmc train --track`` runs);
+    returns the artifact folders.
 
     ``intake``: what the retrain flow's intake did, shown in the run report (None: not shown).
     """
@@ -61,7 +63,7 @@ def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict
     )  # fmt: skip
     outputs = run.paths(handles)
     outputs["model"] = model_folder(outputs, cfg, work)
-    outputs.update(lifecycle_stages(outputs, cfg, work, intake))
+    outputs.update(lifecycle_stages(run, handles, outputs["model"], cfg, intake))
     return outputs
 
 
@@ -75,53 +77,46 @@ def model_folder(outputs: dict[str, str], cfg: XmcConfig, work: str) -> str:
 
 
 def lifecycle_stages(
-    outputs: dict[str, str], cfg: XmcConfig, work: str, intake: dict[str, Any] | None = None
-) -> dict[str, str]:
-    """Train-split evaluation and diagnostics, MLflow tracking and registration, the gated
-    promotion, the run report (Prefect artifacts) -> more outputs: ``mlflow_run`` (id),
-    ``mlflow_url`` (the run's page on a tracking server), ``model_version`` ("" for each when
-    not tracked or registered), ``promotion_decision`` (``promoted``, ``kept``,
-    ``already-champion``, ``refused``, ``not-promoted``, ``not-registered``),
-    ``promotion_reason`` (one line), ``promotion_fix`` (one line for a refusal, else ""),
-    ``stages`` and ``stages_cached`` (the task runs so far, and those Cached)."""
-    from tasks.registry import promote_candidate
+    run: PrefectRunner, handles: dict[str, Any], model_dir: str, cfg: XmcConfig,
+    intake: dict[str, Any] | None = None,
+) -> dict[str, str]:  # fmt: skip
+    """The lifecycle graph as cached tasks (train-split evaluation, diagnostics, MLflow tracking
+    with the registration, the gated promotion, the report), keyed on this flow run, then the
+    report published (Prefect artifacts) -> more outputs: ``evaluation_train``,
+    ``diagnostics``, ``report`` (folders; ``report``: its ``report.md`` under ``reports/``),
+    ``mlflow_run`` (id), ``mlflow_url`` (the run's page on a tracking server),
+    ``model_version`` ("" for each when not tracked or registered), ``promotion_decision``
+    (``promoted``, ``kept``, ``already-champion``, ``refused``, ``not-promoted``,
+    ``not-registered``), ``promotion_reason`` (one line), ``promotion_fix`` (one line for a
+    refusal, else ""), ``stages`` and ``stages_cached`` (the stage task runs before the
+    tracking, and those Cached)."""
+    from tasks.lineage import flow_run_links
     from tasks.report import publish_report
-    from tasks.tracking import cached_stages, log_training_run, stage_timings
-    from xmc_core.serving.registry.lineage import for_corpus
+    from tasks.timings import cached_stages, stage_timings
 
-    train_split, test_split = outputs["model_train"], outputs["model_test"]
-    run = PrefectRunner(work)
-    evaluate = run(
-        EVALUATE, label="evaluate-train", model=outputs["model"], split=train_split, cfg=cfg.eval
-    )
-    eval_dirs = {"train": run.path(evaluate), "test": outputs["evaluation"]}
-    checkpoints = json.loads(outputs["matcher_levels"]) if "matcher_levels" in outputs else None
-    diagnostics = run.path(
-        run(
-            DIAGNOSE, label="diagnose", model=outputs["model"], train=train_split,
-            test=test_split, checkpoints=checkpoints, eval_cfg=cfg.eval, max_docs=MAX_DOCS,
-        )
+    counted: dict[str, int] = {}
+
+    def timings() -> dict[str, float]:
+        counted["cached"], counted["stages"] = cached_stages(flow_run.get_id())
+        return stage_timings(flow_run.get_id())
+
+    ctx = RunContext(
+        run_key=str(flow_run.get_id()), name=cfg.tracking.run_name or str(flow_run.get_name()),
+        timings=timings, links=flow_run_links() if cfg.tracking.enabled else {}, intake=intake,
     )  # fmt: skip
-    timings = stage_timings(flow_run.get_id())
-    cached, stages = cached_stages(flow_run.get_id())
-    tracking: dict[str, Any] = {}
-    if cfg.tracking.enabled:
-        tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
-    decision = None
-    if tracking.get("version") and cfg.registry.promote:
-        named = for_corpus(cfg, outputs["corpus"])  # registry.model_name's {dataset}
-        decision = promote_candidate(named, tracking["version"], outputs["corpus"])
-    report = publish_report(
-        cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs, intake
-    )
+    done = lifecycle_graph(run, handles, run.source(ModelFolder, model_dir), cfg, ctx)
+    tracked = {} if done["tracked"] is None else run.value(done["tracked"]).values
+    decision = None if done["decision"] is None else run.value(done["decision"]).values
     promotion, reason = promotion_outcome(cfg, decision)
     return {
-        "evaluation_train": eval_dirs["train"], "diagnostics": diagnostics, "report": report,
-        "mlflow_run": str(tracking.get("run_id") or ""),
-        "mlflow_url": str(tracking.get("run_url") or ""),
-        "model_version": str(tracking.get("version") or ""),
+        "evaluation_train": run.path(done["evaluation_train"]),
+        "diagnostics": run.path(done["diagnostics"]),
+        "report": publish_report(run.path(done["report"]), run.work_dir),
+        "mlflow_run": str(tracked.get("run_id") or ""),
+        "mlflow_url": str(tracked.get("run_url") or ""),
+        "model_version": str(tracked.get("version") or ""),
         "promotion_decision": promotion, "promotion_reason": reason,
-        "stages": str(stages), "stages_cached": str(cached),
+        "stages": str(counted["stages"]), "stages_cached": str(counted["cached"]),
         "promotion_fix": str((decision or {}).get("fix") or ""),
     }  # fmt: skip
 

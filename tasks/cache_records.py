@@ -37,15 +37,22 @@ from prefect.results import ResultRecord, ResultRecordMetadata
 from prefect.serializers import JSONSerializer
 from prefect.states import State
 
-from tasks.caching import RESULT_FILE, is_complete, results_root
 from xmc_core.errors import ArtifactError
 from xmc_core.storage.atomic import write_bytes
+from xmc_core.storage.work_dir import RESULT_FILE, WorkDir
 
 MAX_RECORD_BYTES = 64 * 1024
 """A record holds one path (~600 bytes); anything much larger is not one of ours."""
 
 JSON_SERIALIZER = JSONSerializer().model_dump(mode="json")
 """The only serializer a record may name: Prefect's JSON with its default hooks."""
+
+
+def results_root(work_dir: str | Path) -> Path:
+    """Prefect's result storage: the artifacts folder itself (a stage task's cache record is
+    ``<stage>/<key>/prefect-result.json`` inside the artifact folder it points at, so deleting
+    an artifact also forgets its cache entry)."""
+    return WorkDir.of(work_dir).artifacts
 
 
 class RecordRejected(ValueError):
@@ -157,7 +164,7 @@ def returned_folders(state: State[Any], work_dir: str | Path, stage: str) -> lis
 
 
 def _finished_folder(value: object, parent: Path) -> bool:
-    return isinstance(value, str) and Path(value).parent == parent and is_complete(Path(value))
+    return isinstance(value, str) and Path(value).parent == parent and Path(value).is_dir()
 
 
 def _record_path(root: Path, key: str) -> Path:

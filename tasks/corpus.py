@@ -7,16 +7,21 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.caching import stage_key
+from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
-from xmc_core.storage.fingerprint import closure_fingerprint
+from xmc_core.stages.graph import Stage
 from xmc_core.storage.work_dir import WorkDir
+
+SYNTHETIC = Stage("synthetic", write_synthetic_dataset, Corpus)
+"""The embedded synthetic corpus: its folder is named by this stage's key (the generator's code
+and the settings), under ``<work_dir>/datasets/`` where a dataset folder belongs."""
 
 
 def _synthetic_dir(scale: float, seed: int, rows_per_group: int, work_dir: str) -> Path:
-    key = stage_key("synthetic", scale, seed, rows_per_group, code=closure_fingerprint(__name__))
+    settings = {"scale": scale, "seed": seed, "rows_per_group": rows_per_group}
+    key = SYNTHETIC.key(settings, lambda _name, handle: handle)
     return WorkDir.of(work_dir).datasets / f"synthetic-x{scale:g}-seed{seed}-{key[:12]}"
 
 

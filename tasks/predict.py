@@ -1,9 +1,8 @@
-"""Batch prediction tasks: resolve the model, predict one partition (or one chunk of a text
-file) into a Parquet part, assemble the parts, write the output file."""
+"""Batch prediction tasks around the prediction stages (``xmc_core.lifecycle.predict``, run as
+cached stage tasks): resolve the model, cut a text file into chunks, write the output file."""
 
 from __future__ import annotations
 
-import functools
 import shutil
 from pathlib import Path
 
@@ -12,27 +11,12 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
-from tasks.caching import TASK_OPTIONS, artifact_dir, cache_key, fp, produce, stage_key
-from xmc_core.app.predictions import (
-    LineChunk,
-    line_chunks,
-    predict_lines,
-    read_chunk,
-    read_predictions,
-    write_predictions,
-)
-from xmc_core.app.predictions import predict_partition as predict_partition_table
+from xmc_core.app.predictions import LineChunk, line_chunks
 from xmc_core.config import XmcConfig
-from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.errors import XmcError
-from xmc_core.model.xmc_model import XmcModel
-from xmc_core.stages.keys import key_part
-from xmc_core.storage.artifacts import write_meta
+from xmc_core.lifecycle.artifacts import PREDICTIONS_FILE
 from xmc_core.storage.atomic import atomic_file
-from xmc_core.storage.fingerprint import closure_fingerprint
 from xmc_core.wording import counted
-
-PREDICTIONS_FILE = "predictions.parquet"
 
 
 def _transient(_task: Task, _run: TaskRun, state: State) -> bool:
@@ -63,51 +47,6 @@ def resolve_model(model: str, cfg: XmcConfig) -> str:
     return str(folder)
 
 
-@functools.lru_cache(maxsize=2)
-def _load(model_dir: str, fingerprint: str) -> XmcModel:
-    """One loaded model per process and content (partition tasks share it)."""
-    return XmcModel.load(model_dir)
-
-
-def _save_part(tmp: Path, table_rows: int) -> None:
-    write_meta(tmp, "Predictions", {"n_docs": table_rows})
-
-
-def _partition_key(
-    model_dir: str, corpus_dir: str, ref: PartitionRef, topk: int | None,
-    beam_size: int | None, work_dir: str,
-) -> str:  # fmt: skip
-    return stage_key(
-        "prediction-part", fp(model_dir), key_part(ref), topk, beam_size,
-        code=closure_fingerprint(__name__),
-    )  # fmt: skip
-
-
-@task(
-    name="predict-partition",
-    task_run_name="predict-{ref.split}-{ref.row_group}",
-    cache_key_fn=cache_key("prediction-part", _partition_key),
-    **TASK_OPTIONS,
-)
-def predict_partition(
-    model_dir: str, corpus_dir: str, ref: PartitionRef, topk: int | None,
-    beam_size: int | None, work_dir: str,
-) -> str:  # fmt: skip
-    """Predictions of one partition of a dataset folder -> folder with ``predictions.parquet``."""
-    log = get_run_logger()
-    key = _partition_key(model_dir, corpus_dir, ref, topk, beam_size, work_dir)
-    with produce(work_dir, "prediction-part", key, log) as tmp:
-        if tmp is not None:
-            model = _load(model_dir, fp(model_dir))
-            table = predict_partition_table(model, Corpus(corpus_dir), ref, topk, beam_size)
-            write_predictions(table, tmp / PREDICTIONS_FILE)
-            _save_part(tmp, table.num_rows)
-            log.info(
-                "predicted %s partition %d: %s", ref.split, ref.row_group, counted(ref.rows, "doc")
-            )
-    return str(artifact_dir(work_dir, "prediction-part", key))
-
-
 @task(name="plan-chunks", task_run_name="plan-chunks", cache_policy=NO_CACHE)
 def plan_chunks(source: str, lines_per_chunk: int) -> list[LineChunk]:
     """Cut a text file into chunks of ``lines_per_chunk`` lines (with their checksums)."""
@@ -119,66 +58,6 @@ def plan_chunks(source: str, lines_per_chunk: int) -> list[LineChunk]:
         counted(lines_per_chunk, "line"),
     )
     return chunks
-
-
-def _chunk_key(
-    model_dir: str, source: str, chunk: LineChunk, topk: int | None, beam_size: int | None,
-    work_dir: str,
-) -> str:  # fmt: skip
-    where = [chunk.first_line, chunk.n_lines, chunk.sha256]
-    return stage_key(
-        "prediction-part", fp(model_dir), where, topk, beam_size, code=closure_fingerprint(__name__)
-    )
-
-
-@task(
-    name="predict-lines",
-    task_run_name="predict-lines-{chunk.first_line}",
-    cache_key_fn=cache_key("prediction-part", _chunk_key),
-    **TASK_OPTIONS,
-)
-def predict_chunk(
-    model_dir: str, source: str, chunk: LineChunk, topk: int | None, beam_size: int | None,
-    work_dir: str,
-) -> str:  # fmt: skip
-    """Predictions of one chunk of a text file (ids ``line-N``) -> folder with
-    ``predictions.parquet``."""
-    log = get_run_logger()
-    key = _chunk_key(model_dir, source, chunk, topk, beam_size, work_dir)
-    with produce(work_dir, "prediction-part", key, log) as tmp:
-        if tmp is not None:
-            model = _load(model_dir, fp(model_dir))
-            table = predict_lines(model, read_chunk(source, chunk), topk, beam_size)
-            write_predictions(table, tmp / PREDICTIONS_FILE)
-            _save_part(tmp, table.num_rows)
-            log.info("predicted lines %d..: %s", chunk.first_line, counted(chunk.n_lines, "doc"))
-    return str(artifact_dir(work_dir, "prediction-part", key))
-
-
-def _assemble_key(part_dirs: list[str], work_dir: str) -> str:
-    return stage_key("predictions", [fp(d) for d in part_dirs], code=closure_fingerprint(__name__))
-
-
-@task(
-    name="assemble-predictions",
-    task_run_name="assemble-predictions",
-    cache_key_fn=cache_key("predictions", _assemble_key),
-    **TASK_OPTIONS,
-)
-def assemble_predictions(part_dirs: list[str], work_dir: str) -> str:
-    """Concatenate the parts in order -> folder with one ``predictions.parquet``."""
-    log = get_run_logger()
-    key = _assemble_key(part_dirs, work_dir)
-    with produce(work_dir, "predictions", key, log) as tmp:
-        if tmp is not None:
-            table = read_predictions([Path(d) / PREDICTIONS_FILE for d in part_dirs])
-            write_predictions(table, tmp / PREDICTIONS_FILE)
-            _save_part(tmp, table.num_rows)
-            log.info(
-                "predictions of %s from %s",
-                counted(table.num_rows, "document"), counted(len(part_dirs), "part"),
-            )  # fmt: skip
-    return str(artifact_dir(work_dir, "predictions", key))
 
 
 @task(name="write-output", task_run_name="write-output", cache_policy=NO_CACHE)

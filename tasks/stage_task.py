@@ -14,21 +14,29 @@ key, is the same as in the flow's process.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
 from prefect import Task, get_run_logger, task
 from prefect.context import TaskRunContext
 
-from tasks.caching import TASK_OPTIONS
 from tasks.dask_ranker import ranker_cluster
 from xmc_core.config import DaskConfig
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Stage, each
 from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage.fingerprint import path_fingerprint
 from xmc_core.storage.work_dir import RESULT_FILE
 
 _TASKS: dict[str, Task[..., str]] = {}
+TASK_OPTIONS: dict[str, Any] = {"persist_result": True, "result_serializer": "json"}
+"""Every stage task: its result (an artifact folder's path) persisted as JSON, never pickled;
+the cache key is the stage's key (``<stage>/<key>/prefect-result.json``, inside the artifact
+folder: ``tasks.cache_records`` reads it back)."""
+SHARED_LOADS: tuple[type, ...] = (XmcModel,)
+"""Artifacts loaded once per process and content: every partition task of a batch prediction
+shares its model."""
 STAGE_TAG = "xmc-stage"
 """Every stage task's run carries this tag (what a run summary counts as its stages)."""
 
@@ -90,4 +98,13 @@ def _load(stage: Stage, name: str, value: Any) -> Any:
     """An argument as the stage takes it: artifact folders loaded by their class."""
     if name not in stage.artifacts:
         return value
-    return each(value, stage.artifacts[name].load)
+    cls = stage.artifacts[name]
+    if cls in SHARED_LOADS:
+        return each(value, lambda path: _shared(cls, path, path_fingerprint(path)))
+    return each(value, cls.load)
+
+
+@functools.lru_cache(maxsize=2)
+def _shared(cls: type, path: str, fingerprint: str) -> Any:
+    """One loaded artifact per process, class and content (``fingerprint``)."""
+    return cls.load(path)

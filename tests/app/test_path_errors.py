@@ -21,7 +21,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def reached(*args: object, **kwargs: object) -> None:
         raise AssertionError("the work started before the inputs were checked")
 
-    monkeypatch.setattr("xmc_core.app.commands.train_in_process", reached)
+    monkeypatch.setattr("xmc_core.app.commands.train_handles", reached)
     monkeypatch.setattr("xmc_core.app.commands.XmcModel.load", reached)
     monkeypatch.chdir(tmp_path)
 

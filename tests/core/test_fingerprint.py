@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import xmc_core
-from tasks.caching import stage_key
 from xmc_core.storage.code_closure import imported_modules, module_closure
 from xmc_core.storage.fingerprint import closure_fingerprint, code_fingerprint, combine, forget_code
 
@@ -146,22 +145,16 @@ def test_featurize_closure_holds_the_tokenizer_not_the_http_server() -> None:
     assert closure_fingerprint("xmc_core.families.featurize") != code_fingerprint()
 
 
-def test_stage_key_takes_the_code_fingerprint() -> None:
-    assert stage_key("count", 1, "x", code="abc") == combine("count", "abc", 1, "x")[:32]
-    assert stage_key("count", 1) == combine("count", code_fingerprint(), 1)[:32]
-
-
-def test_graph_stages_and_task_modules_key_on_their_own_closure() -> None:
-    from tasks import predict
+def test_graph_stages_and_lifecycle_stages_key_on_their_own_closure() -> None:
     from tasks.stage_task import artifact_key
     from xmc_core.families.featurize import SPLIT
+    from xmc_core.lifecycle.predict import ASSEMBLE
     from xmc_core.stages.keys import stage_code
 
     code = closure_fingerprint("xmc_core.families.featurize")
     assert stage_code(SPLIT.fn) == code
     want = combine("split", code, [["parts", []], ["split", "train"]])[:32]
     assert artifact_key(SPLIT, {"parts": [], "split": "train"}) == want
-    assert (
-        predict._assemble_key([], "w")
-        == combine("predictions", closure_fingerprint("tasks.predict"), [])[:32]
-    )
+    lifecycle = closure_fingerprint("xmc_core.lifecycle.predict")
+    want = combine("predictions", lifecycle, [["parts", []]])[:32]
+    assert artifact_key(ASSEMBLE, {"parts": []}) == want  # batch prediction: the same scheme

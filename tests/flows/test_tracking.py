@@ -14,19 +14,25 @@ import pytest
 from prefect import flow, task
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.runtime import flow_run
 
 from flows.runtime import configured, prefect_api
 from flows.stage_runner import PrefectRunner
+from tasks.lineage import flow_run_links
 from tasks.report import METRICS_KEY, REPORT_KEY, publish_report
-from tasks.tracking import flatten_config, log_training_run, metric_key, stage_timings
+from tasks.timings import stage_timings
 from tests.model_helpers import featurize, train_model
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.lineage import describe, lineage_of
-from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.evaluation.plots import TITLES
-from xmc_core.families.common import DIAGNOSE, EVALUATE
+from xmc_core.families.common import EVALUATE
+from xmc_core.features.split_features import SplitFeatures
+from xmc_core.lifecycle.artifacts import ModelFolder
+from xmc_core.lifecycle.graph import RunContext, lifecycle_graph
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.registry.lineage import for_corpus
+from xmc_core.serving.tracking import flatten_config, metric_key
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -46,35 +52,32 @@ def subflow() -> int:
 
 @flow(name="tracking-test")
 def tracking_flow(cfg: XmcConfig, outputs: dict[str, str]) -> dict[str, Any]:
-    """What the train flow does after training: evaluate, diagnose, track, report."""
-    work = str(cfg.work_dir)
-    run = PrefectRunner(work)
-    eval_dirs = {
-        s: run.path(
-            run(EVALUATE, label=f"evaluate-{s}", model=outputs["model"], split=outputs[s],
-                cfg=cfg.eval)
-        )
-        for s in SPLITS
+    """What the train flow does after training: the lifecycle graph (evaluate on train,
+    diagnose, track, gate, report) as cached tasks, then the report published."""
+    run = PrefectRunner(str(cfg.work_dir))
+    model = run.source(XmcModel, outputs["model"])
+    test = run.source(SplitFeatures, outputs["test"])
+    handles = {
+        "corpus": run.source(Corpus, outputs["corpus"]), "model": model,
+        "model_train": run.source(SplitFeatures, outputs["train"]), "model_test": test,
+        "evaluation": run(EVALUATE, label="evaluate-test", model=model, split=test, cfg=cfg.eval),
     }  # fmt: skip
-    diagnostics = run.path(
-        run(
-            DIAGNOSE, label="diagnose", model=outputs["model"], train=outputs["train"],
-            test=outputs["test"], checkpoints=None, eval_cfg=cfg.eval, max_docs=MAX_DOCS,
-        )
-    )  # fmt: skip
     subflow()
-    timings = stage_timings()
-    tracking = log_training_run(cfg, outputs, timings, diagnostics, eval_dirs)
-    decision = {
-        "model_name": cfg.registry.model_name, "alias": cfg.registry.alias,
-        "version": tracking["version"], "previous": None, "metric": "P@1",
-        "new_value": 0.5, "champion_value": None, "margin": cfg.registry.margin,
-        "promoted": True, "reason": "first version",
-    }  # fmt: skip
-    report = publish_report(cfg, outputs, timings, tracking, decision, diagnostics, eval_dirs)
+    seen: dict[str, float] = {}
+
+    def timings() -> dict[str, float]:
+        seen.update(stage_timings())
+        return dict(seen)
+
+    ctx = RunContext(str(flow_run.get_id()), "tiny", timings, flow_run_links())
+    done = lifecycle_graph(run, handles, run.source(ModelFolder, outputs["model"]), cfg, ctx)
+    report = publish_report(run.path(done["report"]), run.work_dir)
     return {
-        "timings": timings, "tracking": tracking, "report": report,
-        "diagnostics": diagnostics, "eval_dirs": eval_dirs,
+        "timings": seen, "tracking": run.value(done["tracked"]).values, "report": report,
+        "diagnostics": run.path(done["diagnostics"]),
+        "eval_dirs": {
+            "train": run.path(done["evaluation_train"]), "test": run.path(handles["evaluation"]),
+        },
     }  # fmt: skip
 
 
@@ -270,9 +273,3 @@ def test_params_and_metric_keys_follow_mlflow_rules(tmp_path: Path) -> None:
     assert flat["model.kind"] == "xr_linear" and flat["predict.topk"] == "20"
     assert metric_key("test.P@1") == "test.P_at_1"
     assert metric_key("time.embed #1_s") == "time.embed _1_s"
-
-
-def test_disabled_tracking_logs_nothing(tmp_path: Path) -> None:
-    cfg = XmcConfig.load(None, [f"work_dir={tmp_path}", "tracking.enabled=false"])
-    assert log_training_run.fn(cfg, {}, {}, "unused", {}) == {}
-    assert not (tmp_path / "mlflow").exists()

@@ -20,7 +20,7 @@ from flows.matcher import matcher_flow, run_matcher
 from flows.runtime import configured, prefect_api
 from flows.stage_runner import PrefectRunner, Ref
 from flows.train import train_pipeline
-from tasks.caching import results_root
+from tasks.cache_records import results_root
 from tests.flows.conftest import task_states
 from tests.transformer.conftest import SMALL
 from tests.transformer.tiny import build_tiny_encoder

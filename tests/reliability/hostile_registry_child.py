@@ -20,13 +20,13 @@ def _die() -> None:
 
 
 def register(args: dict[str, Any]) -> dict[str, Any]:
-    """``log_training_run`` as the train flow calls it; killed right after the registration
-    when ``kill``."""
-    from prefect.logging import disable_run_logger
+    """``track_run`` as the lifecycle's tracking stage calls it; killed right after the
+    registration when ``kill``."""
+    from pathlib import Path
 
     import xmc_core.serving.package as package
-    from tasks.tracking import log_training_run
     from xmc_core.config import XmcConfig
+    from xmc_core.serving.tracking import track_run
 
     if args.get("kill"):
         real = package.log_model
@@ -37,8 +37,13 @@ def register(args: dict[str, Any]) -> dict[str, Any]:
 
         package.log_model = log_then_die
     cfg = XmcConfig.load(None, args["sets"])
-    with disable_run_logger():
-        return log_training_run.fn(cfg, args["outputs"], {}, args["diagnostics"], args["evals"])
+    outputs, evals = args["outputs"], {s: Path(d) for s, d in args["evals"].items()}
+    model, corpus, diagnostics = (
+        Path(outputs["model"]),
+        Path(outputs["corpus"]),
+        args["diagnostics"],
+    )
+    return track_run(cfg, model, corpus, evals, Path(diagnostics), {}, {})
 
 
 def promote(args: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +65,7 @@ def promote(args: dict[str, Any]) -> dict[str, Any]:
 
 def open_fresh_store(uri: str, barrier: Any, results: Any) -> None:
     """Wait for the other process, then open the tracking store as a training run does."""
-    from tasks.tracking import experiment_id, tracking_client
+    from xmc_core.serving.tracking import experiment_id, tracking_client
 
     barrier.wait(timeout=300)
     try:

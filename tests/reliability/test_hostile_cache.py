@@ -33,11 +33,12 @@ from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
 from tasks.cache_records import (
     MAX_RECORD_BYTES,
+    RESULT_FILE,
     CacheRecords,
     RecordRejected,
+    results_root,
     verified_record,
 )
-from tasks.caching import RESULT_FILE, results_root
 from tests.flows.conftest import task_states
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec

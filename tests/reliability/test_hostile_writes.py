@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.caching import produce
 from tests.cli_helpers import write_lines, xmc
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError, XmcError
+from xmc_core.stages.store import ArtifactStore
 from xmc_core.storage import folder_swap
 from xmc_core.storage.artifacts import read_meta, write_meta
 from xmc_core.storage.atomic import atomic_dir
@@ -349,14 +349,14 @@ def test_two_runs_producing_one_stage_at_once_share_the_first_result(tmp_path: P
     inside, release, got = threading.Event(), threading.Event(), []
 
     def first() -> None:
-        with produce(tmp_path, "stage", "key", log) as tmp:
+        with ArtifactStore(tmp_path).produce("stage", "key", log) as tmp:
             assert tmp is not None
             (tmp / "out.txt").write_text("first")
             inside.set()
             release.wait(30)
 
     def second() -> None:
-        with produce(tmp_path, "stage", "key", log) as tmp:
+        with ArtifactStore(tmp_path).produce("stage", "key", log) as tmp:
             got.append(tmp)
 
     t1 = threading.Thread(target=first)

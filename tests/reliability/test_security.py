@@ -330,7 +330,7 @@ def test_config_yaml_cannot_construct_python_objects(tmp_path: Path) -> None:
 def test_shell_metacharacters_stay_literal_paths_and_strings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks.tracking import flatten_config
+    from xmc_core.serving.tracking import flatten_config
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

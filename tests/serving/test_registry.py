@@ -392,16 +392,13 @@ def test_cli_promote_and_rollback(cfg: XmcConfig, tmp_path: Path) -> None:
     assert "has no version 99 (its versions: 1, 2, 3, 4)" in bad.stderr and "fix:" in bad.stderr
 
 
-def test_prefect_task(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path) -> None:
-    from prefect.logging import disable_run_logger
-
-    from tasks.registry import promote_candidate
+def test_lifecycle_gate(cfg: XmcConfig, gate_dataset: Path, tmp_path: Path) -> None:
+    from xmc_core.lifecycle.stages import promote_candidate
 
     off = registry_config(tmp_path, "registry.promote=false")
-    with disable_run_logger():
-        skipped = promote_candidate.fn(off, "2", str(gate_dataset))
-        assert skipped["promoted"] is False and champion_version(cfg) is None
-        done = promote_candidate.fn(cfg, "2", str(gate_dataset))
+    skipped = promote_candidate(off, "2", str(gate_dataset))
+    assert skipped["promoted"] is False and champion_version(cfg) is None
+    done = promote_candidate(cfg, "2", str(gate_dataset))
     assert done["promoted"] is True and done["kind"] == "gated" and done["version"] == "2"
     assert champion_version(cfg) == "2"
 

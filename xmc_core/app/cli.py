@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("dataset", type=Path, help="dataset folder (with --x: the model folder)")
     tr.add_argument("model", type=Path, nargs="?", help="model folder to create")
     tr.add_argument("--overwrite", action="store_true", default=_S)
+    tr.add_argument(
+        "--track", action="store_true",
+        help="then what the train flow does: MLflow run, registration, gated promotion, report "
+        "(also when the config sets tracking.enabled=true)",
+    )  # fmt: skip
     _config_args(tr)
     _matrix_args(tr, train=True)
 
@@ -245,9 +250,10 @@ def _model_command(args: argparse.Namespace) -> None:
     if args.x is not None:
         _matrix_command(args)
     elif args.command == "train":
-        cfg = XmcConfig.load(args.config, args.overrides)
+        loaded = XmcConfig.load(args.config, args.overrides)
+        cfg, track = commands.tracked_config(loaded, args.track, args.dataset)
         with on_ctrl_c(lambda: _train_stopped(cfg)):
-            commands.train(args.dataset, args.model, cfg, **_given(args, "overwrite"))
+            commands.train(args.dataset, args.model, cfg, track=track, **_given(args, "overwrite"))
     elif args.command == "evaluate":
         cfg = XmcConfig.load(args.config, args.overrides)
         split = cfg.eval.split if args.split is None else args.split

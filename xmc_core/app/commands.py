@@ -21,8 +21,10 @@ from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.corpus.reader import read_manifest, require_split
 from xmc_core.errors import PathError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
+from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import corpus_line
-from xmc_core.families.train import check_dataset, train_in_process
+from xmc_core.families.train import check_dataset, train_handles, values_of
+from xmc_core.lifecycle.artifacts import REPORT_FILE
 from xmc_core.model.model_folder import TRAINING_FILE, training_record
 from xmc_core.model.xmc_model import XmcModel, save_model_folder
 from xmc_core.storage.atomic import atomic_file
@@ -33,9 +35,13 @@ _BATCH = DEFAULT_ROWS_PER_GROUP
 """Lines of a text source predicted at once (as the predict flow's chunks, by default)."""
 
 
-def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False) -> dict:
+def train(
+    dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = False, track: bool = False
+) -> dict:
     """Featurize, build the tree, train, evaluate on test; save the model folder atomically,
-    with its config, test metrics and the dataset it was trained on (``training.json``).
+    with its config, test metrics and the dataset it was trained on (``training.json``). With
+    ``track``, then the lifecycle stages the ``train`` flow runs (``xmc_core.lifecycle``):
+    train-split evaluation, diagnostics, the MLflow run and registration, the gate, the report.
 
     Refused before any work (reading only the dataset's manifest): a dataset that is missing
     or not a dataset or of a kind ``model.kind`` cannot train on; an existing ``model_dir``
@@ -46,19 +52,54 @@ def train(dataset: Path, model_dir: Path, cfg: XmcConfig, overwrite: bool = Fals
     check_dataset(dataset, cfg)
     start = time.perf_counter()
     corpus = Corpus(dataset)
-    outputs = train_in_process(corpus, cfg)
+    run, handles = train_handles(corpus, cfg)
+    outputs = {**values_of(run, handles), "stages": run.tally}
     model, metrics = outputs["model"], outputs["evaluation"].values
     record = {TRAINING_FILE: training_record(corpus.path, corpus.fingerprint)}
     save_model_folder(model_dir, model, cfg, {"test": metrics}, overwrite, record)
     members = [m.values for m in outputs.get("member_evaluations", [])]
+    extra = {"members": members_line(members)} if members else {}
+    lines = {}
+    if track:
+        from xmc_core.lifecycle.graph import lifecycle_in_process
+
+        lines = tracked_lines(cfg, lifecycle_in_process(run, handles, Path(model_dir), cfg))
+        extra["report"] = lines.pop("report")
     summary = RunSummary(
         family=cfg.model.kind, dataset=str(dataset), metrics=metrics, model=str(model_dir),
         seconds=time.perf_counter() - start, data=corpus_line(corpus.manifest),
-        cache=cache_line(outputs["stages"].reused, outputs["stages"].calls),
-        extra={"members": members_line(members)} if members else {},
+        cache=cache_line(outputs["stages"].reused, outputs["stages"].calls), extra=extra,
+        **lines,
     )  # fmt: skip
     print(summary.format())
     return metrics
+
+
+def tracked_config(cfg: XmcConfig, track: bool, dataset: Path) -> tuple[XmcConfig, bool]:
+    """(config, whether ``xmc train`` runs the lifecycle): with ``track`` (``--track``), or a
+    config that sets ``tracking.enabled=true`` itself (its default leaves ``xmc train``
+    untracked). A tracked run's config names the dataset it trains on (``data.dataset``), as a
+    flow's does."""
+    track = track or ("enabled" in cfg.tracking.model_fields_set and cfg.tracking.enabled)
+    if not track:
+        return cfg, False
+    data = cfg.data
+    if data.dataset is None:
+        data = data.model_copy(update={"dataset": Path(dataset)})
+    tracking = cfg.tracking.model_copy(update={"enabled": True})
+    return cfg.model_copy(update={"data": data, "tracking": tracking}), True
+
+
+def tracked_lines(cfg: XmcConfig, done: dict) -> dict[str, str]:
+    """The summary's ``mlflow``, ``registry`` and ``report`` lines of a lifecycle run in this
+    process (``done``: :func:`~xmc_core.lifecycle.graph.lifecycle_in_process`)."""
+    tracked = {} if done["tracked"] is None else done["tracked"].values
+    decision = None if done["decision"] is None else done["decision"].values
+    mlflow = f"run {tracked['run_id']}" if tracked else ""
+    if tracked.get("run_url"):
+        mlflow += f"  {tracked['run_url']}"
+    report = str(done["report"].folder / REPORT_FILE)
+    return {"mlflow": mlflow, "registry": promotion_outcome(cfg, decision)[1], "report": report}
 
 
 def evaluate(

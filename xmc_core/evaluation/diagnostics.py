@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.beam import beam_search, beam_to_csr
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
-from xmc_core.storage.artifacts import read_meta
+from xmc_core.storage.artifacts import read_meta, write_meta
 from xmc_core.storage.atomic import write_json
 
 log = logging.getLogger(__name__)
@@ -240,6 +241,8 @@ class Diagnostics:
     """
 
     report: dict[str, Any]
+    folder: Path | None = field(default=None, compare=False)
+    """Where it was loaded from (None: computed in this process)."""
 
     @classmethod
     def compute(
@@ -287,17 +290,29 @@ class Diagnostics:
         return cls(out)
 
     def save(self, folder: str | Path) -> None:
-        """``diagnostics.json`` (with the plot file names) and ``plots/*.png``."""
+        """``diagnostics.json`` (with the plot file names), ``plots/*.png`` and a ``meta.json``
+        (its checksum keys the lifecycle stages that read the diagnostics)."""
         from xmc_core.evaluation.plots import write_plots
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         report = {**self.report, "plots": write_plots(self.report, folder / PLOTS_DIR)}
         write_json(folder / DIAGNOSTICS_FILE, report)
+        write_meta(folder, "Diagnostics", {})
 
     @classmethod
     def load(cls, folder: str | Path) -> Diagnostics:
-        return cls(json.loads((Path(folder) / DIAGNOSTICS_FILE).read_text(encoding="utf-8")))
+        path = Path(folder) / DIAGNOSTICS_FILE
+        return cls(json.loads(path.read_text(encoding="utf-8")), Path(folder))
+
+    def save_to(self, folder: Path) -> Path:
+        """The diagnostics as files in ``folder``: a copy of the folder it was loaded from (its
+        plots as they are), else saved (:meth:`save`) -> ``folder``."""
+        if self.folder is None:
+            self.save(folder)
+        else:
+            shutil.copytree(self.folder, folder)
+        return folder
 
 
 def sample_rows(n_docs: int, max_docs: int) -> np.ndarray:

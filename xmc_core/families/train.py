@@ -71,12 +71,19 @@ def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
     """:func:`train_graph` in this process; returns the output objects (``model``: the
     ``XmcModel``, ``evaluation``: its test ``Metrics``, ``train``/``test``: the featurized
     splits, ...) and ``stages``: the run's :class:`~xmc_core.stages.graph.StageTally`."""
+    run, handles = train_handles(corpus, cfg)
+    return {**values_of(run, handles), "stages": run.tally}
+
+
+def train_handles(corpus: Corpus, cfg: XmcConfig) -> tuple[InProcessRunner, dict[str, Any]]:
+    """:func:`train_graph` in this process -> the runner and the outputs' handles (what the
+    lifecycle graph goes on from: ``xmc train --track``)."""
     check_corpus(corpus, cfg)
     start = time.perf_counter()
     run = InProcessRunner(str(cfg.work_dir))
     handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
     log.debug("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
-    return {**values_of(run, handles), "stages": run.tally}
+    return run, handles
 
 
 def train_matrices_in_process(files: MatrixFiles, cfg: XmcConfig) -> dict[str, Any]:

@@ -138,11 +138,13 @@ class Held:
 class InProcessRunner:
     """Runs a graph in this process: objects stay in memory, keys are derived from the inputs'
     keys (no hashing of folders); ``writes_folder`` stages use the artifact store under
-    ``work_dir`` so an interrupted run resumes there."""
+    ``work_dir`` so an interrupted run resumes there. ``timings``: wall seconds per stage
+    label (summed; a resumed checkpoint counts 0, as a Cached task does in a flow)."""
 
     def __init__(self, work_dir: str) -> None:
         self.store = ArtifactStore(work_dir)
         self.tally = StageTally()
+        self.timings: dict[str, float] = {}
 
     def __call__(self, stage: Stage, *, label: str | None = None, **args: Any) -> Held:
         with stage_running(label or stage.name):  # a Ctrl-C meanwhile names it
@@ -155,23 +157,22 @@ class InProcessRunner:
             name: each(value, lambda h: h.value) if name in stage.artifacts else value
             for name, value in args.items()
         }
-        start = time.perf_counter()
+        start, name, reused = time.perf_counter(), label or stage.name, False
         if stage.writes_folder:
             # in this process only these (checkpoint) folders outlive a run
-            name, reused = label or stage.name, "resumed from checkpoint"
-            with self.store.produce(stage.name, key, log, name, reused) as tmp:
+            with self.store.produce(stage.name, key, log, name, "resumed from checkpoint") as tmp:
                 if tmp is not None:
                     stage.fn(**loaded, out=tmp)
                 else:
                     self.tally.reused += 1
+                    reused = True
             value = stage.output.load(self.store.path(stage.name, key))
         else:
             value = stage.fn(**loaded)
+        seconds = time.perf_counter() - start
+        self.timings[name] = self.timings.get(name, 0.0) + (0.0 if reused else seconds)
         if stage.describe is not None:
-            log.info(
-                "%s: %s (%.1f s)", label or stage.name, stage.describe(value),
-                time.perf_counter() - start,
-            )  # fmt: skip
+            log.info("%s: %s (%.1f s)", name, stage.describe(value), seconds)
         return Held(value, key)
 
     def map(

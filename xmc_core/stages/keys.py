@@ -40,6 +40,12 @@ def _sequence(value: list[Any] | tuple[Any, ...]) -> list[Any]:
     return [key_part(v) for v in value]
 
 
+@key_part.register(dict)
+def _mapping(value: dict[Any, Any]) -> list[list[Any]]:
+    """A mapping (stage times, MLflow tags, the retrain flow's intake) by sorted key."""
+    return [[str(k), key_part(v)] for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
+
+
 @key_part.register(Section)
 def _section(value: Section) -> str:
     return value.fingerprint()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESULT_FILE = "prefect-result.json"
-"""Prefect's cache record inside an artifact folder (see ``tasks.caching``)."""
+"""Prefect's cache record inside an artifact folder (see ``tasks.cache_records``)."""
 
 
 @dataclass(frozen=True)
