@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("families", ("xmc_core.families",)),
     ("app and serving", (
         "xmc_core.model.estimator", "xmc_core.app", "xmc_core.serving", "xmc_core.model",
+        "xmc_core.lifecycle",
     )),
     ("tasks", ("tasks",)),
     ("flows", ("flows",)),
