@@ -5,7 +5,7 @@ finest cluster level, the matcher fine-tuned once there (stages in :mod:`.graph`
 from __future__ import annotations
 
 from xmc_core.families.x_transformer.config import XTransformerConfig
-from xmc_core.families.xr_transformer import CONTRACT_SETTINGS
+from xmc_core.families.xr_transformer import CONTRACT_SETTINGS, REQUIREMENTS, SECTIONS
 from xmc_core.model.contract import Family, Lazy
 
 NAME = "x_transformer"
@@ -18,18 +18,7 @@ FAMILY = Family(
     section=XTransformerConfig,
     contract_settings=(*CONTRACT_SETTINGS, "ranker.negatives=tfn+man"),
     config_position=2,
-    sections=(
-        "tokenizer",
-        "tfidf",
-        "label_features",
-        "tree",
-        "ranker",
-        "predict",
-        "encoder",
-        "matcher",
-        "x_transformer",
-        "eval",
-    ),
+    sections=(*SECTIONS[:-1], "x_transformer", "eval"),
     needs_text=True,
-    requirements=("torch", "transformers", "safetensors", "tokenizers"),
+    requirements=REQUIREMENTS,
 )

@@ -28,6 +28,14 @@ CONTRACT_SETTINGS = (
 )  # fmt: skip
 """Sized for the contract tests' corpus (the transformer tests' settings too)."""
 
+SECTIONS = (
+    "tokenizer", "tfidf", "label_features", "tree", "ranker", "predict", "encoder", "matcher",
+    "eval",
+)  # fmt: skip
+"""The config sections it reads."""
+REQUIREMENTS = ("torch", "transformers", "safetensors", "tokenizers")
+"""What a served model imports (the pyfunc pins them)."""
+
 FAMILY = Family(
     name=NAME,
     graph=Lazy("xmc_core.families.xr_transformer.graph:graph"),
@@ -35,17 +43,7 @@ FAMILY = Family(
     "tree, then XR-Linear on TF-IDF + embedding with matcher-aware negatives",
     config_requirements=runtime_requirements,
     contract_settings=CONTRACT_SETTINGS,
-    sections=(
-        "tokenizer",
-        "tfidf",
-        "label_features",
-        "tree",
-        "ranker",
-        "predict",
-        "encoder",
-        "matcher",
-        "eval",
-    ),
+    sections=SECTIONS,
     needs_text=True,
-    requirements=("torch", "transformers", "safetensors", "tokenizers"),
+    requirements=REQUIREMENTS,
 )
