@@ -33,6 +33,17 @@ VERSIONS = {"1": "worse", "2": "good", "3": "worse", "4": "good"}
 _URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
 
 
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MLflow SQLite store with its schema created and nothing in it, for tests to copy
+    where their store's creation is not what they test (creating the schema costs seconds)."""
+    db = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
+    with contextlib.chdir(db.parent):  # the Default experiment's artifacts: beside it
+        client = mlflow.MlflowClient(f"sqlite:///{db}", registry_uri=f"sqlite:///{db}")
+        assert client.search_registered_models() == [] and len(client.search_experiments()) == 1
+    return db
+
+
 @dataclass(frozen=True)
 class Template:
     """A registry with :data:`VERSIONS` registered, and where its artifacts live."""
