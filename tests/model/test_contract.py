@@ -25,7 +25,7 @@ from tests.integration.servers import background, free_port, wait_http
 from tests.model import toy_family
 from tests.model.plugin_dist import installed
 from tests.model_helpers import split_texts, write_small_corpus
-from tests.serving.registry_fixtures import empty_store, global_tracking
+from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.tiny import build_tiny_encoder
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
@@ -34,7 +34,6 @@ from xmc_core.families.train import train_in_process
 from xmc_core.model import registry
 from xmc_core.model.xmc_model import XmcModel
 
-__all__ = ["empty_store"]  # a fixture used by name
 FAMILIES = [*registry.family_names(), toy_family.NAME]
 """Every family the registry finds (the built-ins' entry points) and the tests' own plug-in."""
 SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]

@@ -33,17 +33,6 @@ VERSIONS = {"1": "worse", "2": "good", "3": "worse", "4": "good"}
 _URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
 
 
-@pytest.fixture(scope="session")
-def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An MLflow SQLite store with its schema created and nothing in it, for tests to copy
-    where their store's creation is not what they test (creating the schema costs seconds)."""
-    db = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
-    with contextlib.chdir(db.parent):  # the Default experiment's artifacts: beside it
-        client = mlflow.MlflowClient(f"sqlite:///{db}", registry_uri=f"sqlite:///{db}")
-        assert client.search_registered_models() == [] and len(client.search_experiments()) == 1
-    return db
-
-
 @dataclass(frozen=True)
 class Template:
     """A registry with :data:`VERSIONS` registered, and where its artifacts live."""
@@ -96,13 +85,18 @@ def gate_models(gate_dataset: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def gate_template(
-    gate_models: dict[str, Path], gate_dataset: Path, tmp_path_factory: pytest.TempPathFactory
+    gate_models: dict[str, Path],
+    gate_dataset: Path,
+    empty_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Template:
-    """The versions are registered as a training run does: with the lineage of their data."""
+    """The versions are registered as a training run does: with the lineage of their data
+    (in a copy of ``empty_store``)."""
     from xmc_core.serving.package import log_model
     from xmc_core.serving.registry.lineage import version_tags
 
     root = tmp_path_factory.mktemp("gate-registry")
+    shutil.copyfile(empty_store, root / "mlflow.db")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     cfg = XmcConfig.load(None, [f"work_dir={root}", f"tracking.uri={uri}"])
     with global_tracking(uri):
