@@ -8,6 +8,7 @@ marked ``@pytest.mark.slow`` itself. ``make test`` runs every test.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,19 @@ def prefect_server() -> Iterator[None]:
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MLflow SQLite store with its schema created and nothing in it, for tests to copy
+    where their store's creation is not what they test (creating the schema costs seconds)."""
+    import mlflow
+
+    db = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
+    with contextlib.chdir(db.parent):  # the Default experiment's artifacts: beside it
+        client = mlflow.MlflowClient(f"sqlite:///{db}", registry_uri=f"sqlite:///{db}")
+        assert client.search_registered_models() == [] and len(client.search_experiments()) == 1
+    return db
 
 
 TESTS = Path(__file__).resolve().parent

@@ -6,29 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import bench_common
 import int8_predict
 import pytest
 
-from tests.benchmarks.test_families import write_lines_dataset
-from tests.benchmarks.test_xr_transformer import TINY_TREE
-from tests.model_helpers import featurize, train_model
-from xmc_core.config import XmcConfig
-from xmc_core.corpus import Corpus
 
-
-def test_float32_and_int8_predictions_of_one_saved_model(tmp_path: Path) -> None:
-    data = write_lines_dataset(tmp_path / "tiny")
-    work = tmp_path / "work"
-    work.mkdir()
-    bench_common.prepare(data, work, keep_corpus=True)
-    corpus = Corpus(work / "corpus")
-    given = ["model.kind=xr-transformer", "matcher.device=cpu", f"work_dir={tmp_path / 'w'}"]
-    given += ["matcher.predict_runtime=onnx-int8"]  # saved int8: the script re-exports it
-    cfg = XmcConfig.load(None, [*TINY_TREE, *given])
-    train_model(featurize(corpus, cfg), cfg, corpus).save(tmp_path / "model")
+def test_float32_and_int8_predictions_of_one_saved_model(int8_run: dict, tmp_path: Path) -> None:
+    """The model: the ``int8_run`` fixture's, saved with ``predict_runtime: onnx-int8`` (the
+    script re-exports it)."""
+    model, data, cfg = int8_run["model"], int8_run["data"], int8_run["config"]
+    assert cfg.matcher.predict_runtime == "onnx-int8"
+    assert (model / "encoder" / "encoder-int8.onnx").is_file()
     out = tmp_path / "int8.json"
-    argv = [str(tmp_path / "model"), "--dataset", str(data), "--repeats", "2", "--out", str(out)]
+    argv = [str(model), "--dataset", str(data), "--repeats", "2", "--out", str(out)]
     assert int8_predict.main(argv) == 0
     report = json.loads(out.read_text())
     assert report["command"].startswith("python benchmarks/int8_predict.py ")

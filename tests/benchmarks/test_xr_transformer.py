@@ -150,23 +150,17 @@ def test_tiny_run_of_both_xr_transformers(tmp_path: Path) -> None:
     assert pecos["settings"]["pred_params"]["matcher_params_chain"]["truncate_length"] == 32
 
 
-def test_an_int8_run_scores_the_same_model_in_float32_too(tmp_path: Path) -> None:
+def test_an_int8_run_scores_the_same_model_in_float32_too(int8_run: dict) -> None:
     """No peers venv needed without a peer method; ``predict_runtime: onnx-int8`` makes the
-    runner predict once more in float32, and the predict target reads the P@1 lost."""
-    write_lines_dataset(tmp_path / "data" / "tiny")
-    out = tmp_path / "results.json"
-    given = [*TINY_TREE, "matcher.eval_docs=20", "matcher.predict_runtime=onnx-int8"]
-    argv = [
-        "--datasets-root", str(tmp_path / "data"), "--datasets", "tiny",
-        "--methods", "xr-transformer", "--peers-python", str(tmp_path / "no-such-python"),
-        "--out", str(out), *(f"--set={s}" for s in given),
-    ]  # fmt: skip
-    assert xr_transformer.main(argv) == 0
-    report = json.loads(out.read_text())
+    runner predict once more in float32, and the predict target reads the P@1 lost (the run:
+    the ``int8_run`` fixture, ``--keep-models`` given)."""
+    report = int8_run["report"]
     assert "peers_venv" not in report["machine"]
     methods = report["datasets"]["tiny"]["methods"]
     run = methods["xr-transformer"]["runs"][0]
     assert run["status"] == "ok" and run["full_precision_predict_s"] > 0
+    assert run["model_kept"] == str(int8_run["model"])
+    assert XmcModel.load(int8_run["model"]).family == "xr_transformer"
     full, fast = run["full_precision_metrics"]["P@1"], methods["xr-transformer"]["metrics"]["P@1"]
     assert 0 < full <= 1 and 0 < fast <= 1
     p = xrt_targets.predict(methods)

@@ -1,11 +1,12 @@
 """Hostile cache records: a ``prefect-result.json`` rewritten in ``work_dir`` never runs code.
 
-Prefect reads a task's cache record with whatever serializer the record names. Each case runs
-the featurize flow, rewrites the vocabulary stage's record where the run put it (a pickle that
-creates a marker file when loaded, a JSON record whose decoder is a function that creates it,
-a JSON record pointing at another folder, an unknown serializer, a truncated file), reruns
-the flow, and checks: no marker, the run succeeds with the same outputs, the finished artifact
-is reused (not recomputed, not replaced) and the record is rewritten whole.
+Prefect reads a task's cache record with whatever serializer the record names. Each case takes
+the featurize flow's ``work_dir`` (one run, copied back per case), rewrites the vocabulary
+stage's record where the run put it (a pickle that creates a marker file when loaded, a JSON
+record whose decoder is a function that creates it, a JSON record pointing at another folder,
+an unknown serializer, a truncated file), reruns the flow, and checks: no marker, the run
+succeeds with the same outputs, the finished artifact is reused (not recomputed, not replaced)
+and the record is rewritten whole.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import pathlib
 import pickle
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,16 +167,30 @@ def test_the_pickle_payload_runs_code_when_prefect_loads_it(tmp_path: Path) -> N
     assert marker.exists()
 
 
-@pytest.mark.usefixtures("prefect_server")
+@pytest.fixture(scope="module")
+def featurized(
+    prefect_server: None, corpus: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path, dict[str, str]]:
+    """One featurize run of ``corpus``: its ``work_dir``, a pristine copy of it, its outputs.
+    Each case puts the copy back at the same path (the records name their folders by absolute
+    path) instead of featurizing again."""
+    base = tmp_path_factory.mktemp("featurized")
+    first, _ = run(corpus, base / "work")
+    shutil.copytree(base / "work", base / "pristine", symlinks=True)
+    return base / "work", base / "pristine", first
+
+
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_a_hostile_cache_record_runs_no_code_and_the_rerun_succeeds(
+    featurized: tuple[Path, Path, dict[str, str]],
     corpus: Path,
     tmp_path: Path,
     damage: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    work = tmp_path / "work"
-    first, _ = run(corpus, work)
+    work, pristine, first = featurized
+    shutil.rmtree(work)
+    shutil.copytree(pristine, work, symlinks=True)  # as the first run left it
     folder = Path(first["vectorizer"])
     record = folder / RESULT_FILE
     meta_before = (folder / "meta.json").stat()

@@ -187,7 +187,11 @@ def run_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"diagnostics": str(root / "diagnostics"), "evals": {"test": str(root / "eval-test")}}
 
 
-def registering_sets(root: Path) -> list[str]:
+def registering_sets(root: Path, empty_store: Path) -> list[str]:
+    """The settings of a registering run under ``root``, its store a copy of ``empty_store``
+    (the schema's creation is tested on its own)."""
+    (root / "mlflow").mkdir(parents=True)
+    shutil.copyfile(empty_store, root / "mlflow" / "mlflow.db")
     uri = f"sqlite:///{root / 'mlflow' / 'mlflow.db'}"
     sets = [f"work_dir={root}", f"tracking.uri={uri}", f"registry.model_name={NAME}"]
     return [*sets, "tracking.experiment=hostile"]
@@ -203,10 +207,11 @@ def test_kill_between_registration_and_promotion_is_reconciled(
     gate_models: dict[str, Path],
     gate_dataset: Path,
     run_files: dict,
+    empty_store: Path,
     tmp_path: Path,
     quiet_mlflow: None,
 ) -> None:
-    sets = registering_sets(tmp_path / "work")
+    sets = registering_sets(tmp_path / "work", empty_store)
     outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
     done = child(
         {"step": "register", "kill": True, "sets": sets, "outputs": outputs, **run_files}, tmp_path
@@ -230,10 +235,11 @@ def test_identical_retrain_registers_no_new_version(
     gate_models: dict[str, Path],
     gate_dataset: Path,
     run_files: dict,
+    empty_store: Path,
     tmp_path: Path,
     quiet_mlflow: None,
 ) -> None:
-    sets = registering_sets(tmp_path / "work")
+    sets = registering_sets(tmp_path / "work", empty_store)
     first = register_here(sets, gate_models["good"], gate_dataset, run_files)
     second = register_here(sets, gate_models["good"], gate_dataset, run_files)
     c = client(XmcConfig.load(None, sets).tracking_uri())
@@ -305,10 +311,11 @@ def test_a_run_with_the_registry_off_closes_a_stuck_run(
     gate_models: dict[str, Path],
     gate_dataset: Path,
     run_files: dict,
+    empty_store: Path,
     tmp_path: Path,
     quiet_mlflow: None,
 ) -> None:
-    sets = [*registering_sets(tmp_path / "work"), "registry.enabled=false"]
+    sets = [*registering_sets(tmp_path / "work", empty_store), "registry.enabled=false"]
     outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
     args = {"step": "register", "kill": True, "sets": sets, "outputs": outputs, **run_files}
     done = child(args, tmp_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,10 +79,13 @@ def sample_texts(tiny_dataset: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def registry(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Registry:
+def registry(
+    tiny_model_dir: Path, empty_store: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Registry:
     from xmc_core.serving.package import log_model
 
     root = tmp_path_factory.mktemp("mlflow")
+    shutil.copyfile(empty_store, root / "mlflow.db")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     cfg = XmcConfig.load(None, [f"work_dir={root / 'work'}", f"tracking.uri={uri}"])
     with tracking(uri):

@@ -85,13 +85,18 @@ def gate_models(gate_dataset: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def gate_template(
-    gate_models: dict[str, Path], gate_dataset: Path, tmp_path_factory: pytest.TempPathFactory
+    gate_models: dict[str, Path],
+    gate_dataset: Path,
+    empty_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Template:
-    """The versions are registered as a training run does: with the lineage of their data."""
+    """The versions are registered as a training run does: with the lineage of their data
+    (in a copy of ``empty_store``)."""
     from xmc_core.serving.package import log_model
     from xmc_core.serving.registry.lineage import version_tags
 
     root = tmp_path_factory.mktemp("gate-registry")
+    shutil.copyfile(empty_store, root / "mlflow.db")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     cfg = XmcConfig.load(None, [f"work_dir={root}", f"tracking.uri={uri}"])
     with global_tracking(uri):

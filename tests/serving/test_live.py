@@ -69,11 +69,15 @@ def worse_model_dir(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def template(
-    tiny_model_dir: Path, worse_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    tiny_model_dir: Path,
+    worse_model_dir: Path,
+    empty_store: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> LiveRegistry:
     from xmc_core.serving.package import log_model
 
     root = tmp_path_factory.mktemp("live-registry")
+    shutil.copyfile(empty_store, root / "mlflow.db")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     cfg = XmcConfig.load(None, [f"work_dir={root}", f"tracking.uri={uri}"])
     run_ids = {}
