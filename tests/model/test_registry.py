@@ -95,5 +95,5 @@ def test_a_saved_part_is_the_class_its_family_declares(tmp_path: Path) -> None:
     from xmc_core.families.astec.parts import AstecRanker
 
     assert registry.part_class("AstecRanker", tmp_path) is AstecRanker
-    with pytest.raises(ArtifactError, match="class 'CentroidRanker'"):
-        registry.part_class("CentroidRanker", tmp_path)  # the toy is not installed here
+    with pytest.raises(ArtifactError, match="class 'NoSuchRanker'"):
+        registry.part_class("NoSuchRanker", tmp_path)  # no family declares it
