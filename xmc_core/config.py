@@ -358,26 +358,20 @@ class FrameConfig(Section):
 
 FRAME_SECTIONS_BEFORE: dict[str, tuple[Any, Any]] = {
     "work_dir": (Path, Path("data")),
-    "model": (ModelConfig, ModelConfig()),
-    "data": (DataConfig, DataConfig()),
-    "tokenizer": (TokenizerConfig, TokenizerConfig()),
-    "tfidf": (TfidfConfig, TfidfConfig()),
-    "label_features": (LabelFeaturesConfig, LabelFeaturesConfig()),
-    "tree": (TreeConfig, TreeConfig()),
-    "ranker": (RankerConfig, RankerConfig()),
-    "predict": (PredictConfig, PredictConfig()),
-    "encoder": (EncoderConfig, EncoderConfig()),
-    "matcher": (MatcherConfig, MatcherConfig()),
-}
-"""The shared sections, before the families' own."""
+    **{name: (cls, cls()) for name, cls in {
+        "model": ModelConfig, "data": DataConfig, "tokenizer": TokenizerConfig,
+        "tfidf": TfidfConfig, "label_features": LabelFeaturesConfig, "tree": TreeConfig,
+        "ranker": RankerConfig, "predict": PredictConfig, "encoder": EncoderConfig,
+        "matcher": MatcherConfig,
+    }.items()},
+}  # fmt: skip
+"""The shared sections, before the families' own, each defaulting to its class's default."""
 
 FRAME_SECTIONS_AFTER: dict[str, tuple[Any, Any]] = {
-    "eval": (EvalConfig, EvalConfig()),
-    "dask": (DaskConfig, DaskConfig()),
-    "tracking": (TrackingConfig, TrackingConfig()),
-    "registry": (RegistryConfig, RegistryConfig()),
-    "retrain": (RetrainConfig, RetrainConfig()),
-    "serve": (ServeConfig, ServeConfig()),
+    **{name: (cls, cls()) for name, cls in {
+        "eval": EvalConfig, "dask": DaskConfig, "tracking": TrackingConfig,
+        "registry": RegistryConfig, "retrain": RetrainConfig, "serve": ServeConfig,
+    }.items()},
     "plugins": (
         dict[str, dict[str, Any]],
         Field(
@@ -386,7 +380,7 @@ FRAME_SECTIONS_AFTER: dict[str, tuple[Any, Any]] = {
             "family's own section class when that family is trained)",
         ),
     ),
-}
+}  # fmt: skip
 """The run's sections, after the families' own."""
 
 
