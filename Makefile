@@ -50,11 +50,15 @@ browser:
 train: $(STAMP)
 	$(PY) -m flows.train $(ARGS)
 
+# The whole suite on TEST_WORKERS processes (pytest-xdist), a test module at a time each, the
+# longest modules first (tests/conftest.py: LONGEST_FIRST); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(MAKE) --no-print-directory docs
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ARGS)
 
 # The documentation site (mkdocs.yml, docs/) into site/ (git-ignored); strict: a broken link, a
 # missing anchor or a page left out of the nav fails the build. docs/reference/ is generated

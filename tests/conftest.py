@@ -64,6 +64,25 @@ SLOW_MODULES = {
 }
 """Modules (or folders) under ``tests/`` whose every test is slow, with why."""
 
+LONGEST_FIRST = (
+    "reliability/test_crash_safety.py",
+    "integration/test_lifecycle.py",
+    "flows/test_train_flow.py",
+    "model/test_contract.py",
+    "flows/test_train_main.py",
+    "benchmarks/test_int8_predict.py",
+    "ui/test_report_in_browser.py",
+    "flows/test_retrain_flow.py",
+    "reliability/test_hostile_errors.py",
+    "reliability/test_hostile_cache.py",
+    "benchmarks/test_xr_transformer.py",
+    "flows/test_transformer_flow.py",
+    "flows/test_dask_ranker.py",
+)
+"""The modules that take longest (``--durations=0`` of the whole suite), longest first. ``make
+test`` runs the suite on two workers, a module at a time each (pytest-xdist ``--dist loadfile``):
+these start first, so that the workers do not end with one long module running alone."""
+
 
 def in_slow_module(path: Path) -> bool:
     """Whether ``path`` (a test file or folder) is, or is inside, one of :data:`SLOW_MODULES`."""
@@ -86,8 +105,16 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if in_slow_module(collection_path) else None
 
 
+def run_order(item: pytest.Item) -> int:
+    """Where ``item``'s module comes in :data:`LONGEST_FIRST` (the others after, as collected)."""
+    rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+    return LONGEST_FIRST.index(rel) if rel in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the slow tier ``slow``, so that ``-m "not slow"`` is the fast one."""
+    """Mark the slow tier ``slow``, so that ``-m "not slow"`` is the fast one; put the longest
+    modules first (a stable sort: tests keep their order within a module)."""
     for item in items:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=run_order)
