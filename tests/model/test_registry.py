@@ -73,6 +73,23 @@ def test_an_entry_point_that_is_not_a_family_is_refused(tmp_path: Path) -> None:
     assert "not_one" not in registry.family_names()
 
 
+def test_an_install_without_the_entry_points_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale ``xmc.egg-info`` (from before the entry points) hides every built-in family: the
+    error says so and how to fix it, not only that the name is unknown."""
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    registry.discover(refresh=True)
+    try:
+        with pytest.raises(InputError, match=r"no built-in family is installed") as err:
+            registry.family("xr_linear")
+        assert "make install" in str(err.value)
+    finally:
+        monkeypatch.undo()
+        registry.discover(refresh=True)
+    assert "xr_linear" in registry.family_names()
+    with pytest.raises(InputError, match=r"unknown model family 'nope' \(known: .*xr_linear"):
+        registry.family("nope")
+
+
 def test_the_config_takes_the_built_in_families_sections_from_the_registry() -> None:
     fields = list(XmcConfig.model_fields)
     sections = registry.builtin_sections()

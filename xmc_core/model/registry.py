@@ -139,6 +139,14 @@ def family(name: str) -> Family:
     """The family called ``name`` (or an earlier spelling of it); InputError listing the known
     ones otherwise."""
     found = _families.get(canonical(name))
+    if found is None and not _builtin:  # xmc's own entry points are missing, not the name
+        raise InputError(
+            None,
+            f"unknown model family {name!r}: no built-in family is installed (xmc's "
+            f"{ENTRY_POINTS!r} entry points were not found)",
+            "run `make install` (an xmc.egg-info in the checkout, or an install, older than "
+            "the entry points hides them)",
+        )
     if found is None:
         raise InputError(
             None,

@@ -22,7 +22,8 @@ does that operator's own ``bias`` input; the bias stays the graph's own ``Add``.
 The weights use 7 bits (``|W_q| <= 64``): CPUs without VNNI multiply uint8 by int8 with
 ``vpmaddubsw``, which saturates a pair of products at 32,767; 255 * 64 * 2 = 32,640 never does
 (with 127, 0.007% of MiniLM's pairs saturated on debian-deps texts, errors up to 22% of a
-layer's largest output). BENCHMARKS.md "int8 prediction through ONNX Runtime" has the figures.
+layer's largest output). benchmarks/notes/2026-11-25-issue-18-xr-transformer-cpu.md,
+"int8 prediction through ONNX Runtime", has the figures.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ channel) and activations quantized on the fly, one scale per token
 present): a document's embedding is the same whatever the other documents of its batch. The
 model is exported from the torch encoder when the model is built and saved beside it as
 ``encoder-int8.onnx``: an ONNX protobuf, no pickle (a training pass exports the encoder as it
-stands and keeps it in memory only). Speed and the P@1 it costs: BENCHMARKS.md "int8
-prediction through ONNX Runtime"."""
+stands and keeps it in memory only). Speed and the P@1 it costs: BENCHMARKS.md (the tables'
+int8 rows) and benchmarks/notes/2026-11-25-issue-18-xr-transformer-cpu.md,
+"int8 prediction through ONNX Runtime"."""
 
 from __future__ import annotations
 
