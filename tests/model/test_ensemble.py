@@ -21,6 +21,7 @@ from xmc_core.corpus.importers import IngestOptions, ingest
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.errors import ArtifactError, ConfigError, InputError
+from xmc_core.families.configured import family_requirements, trained_families
 from xmc_core.families.ensemble.config import EnsembleConfig
 from xmc_core.families.ensemble.parts import EnsembleEncoder, EnsembleRanker, combine_scores
 from xmc_core.families.train import check_dataset, train_in_process
@@ -225,7 +226,7 @@ def test_member_configs_apply_the_overrides_to_the_whole_config() -> None:
     members = cfg.ensemble.member_configs(cfg)
     assert [m.tree.seed for m in members] == [0, 1, 2]
     assert {(m.model.kind, m.tree.branching) for m in members} == {("xr_linear", 4)}
-    assert [m.label for m, _ in registry.trained_families(cfg)] == [
+    assert [m.label for m, _ in trained_families(cfg)] == [
         f"xr_linear tree.seed={s}" for s in range(3)
     ]
 
@@ -261,11 +262,11 @@ def test_a_bad_member_is_a_config_error_naming_it(member: str, message: str) -> 
 def test_a_pyfunc_pins_what_its_members_import() -> None:
     linear = load("{kind: xr_linear}")
     mixed = load("{kind: xr_linear}", "{kind: xr_transformer}")
-    assert registry.requirements("ensemble", linear) == []
-    assert "torch" in registry.requirements("ensemble", mixed)
-    assert "onnxruntime" not in registry.requirements("ensemble", mixed)
+    assert family_requirements("ensemble", linear) == []
+    assert "torch" in family_requirements("ensemble", mixed)
+    assert "onnxruntime" not in family_requirements("ensemble", mixed)
     fast = load("{kind: xr_transformer, set: [matcher.predict_runtime=onnx-int8]}")
-    assert "onnxruntime" in registry.requirements("ensemble", fast)  # as its member asks
+    assert "onnxruntime" in family_requirements("ensemble", fast)  # as its member asks
 
 
 @pytest.fixture(scope="module")

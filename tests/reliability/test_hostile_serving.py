@@ -31,7 +31,8 @@ from tests.serving.conftest import (  # noqa: F401 (fixtures)
 )
 from xmc_core.config import ServeConfig
 from xmc_core.model.xmc_model import XmcModel
-from xmc_core.serving.http import Limits, build_server, create_app
+from xmc_core.serving.http import build_server, create_app
+from xmc_core.serving.limits import Limits
 
 pytestmark = pytest.mark.reliability
 

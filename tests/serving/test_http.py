@@ -22,7 +22,8 @@ from xmc_core.config import ServeConfig
 from xmc_core.errors import InputError, XmcError
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.guard import TOKEN_ENV, check_exposure, is_loopback, read_token
-from xmc_core.serving.http import Limits, create_app
+from xmc_core.serving.http import create_app
+from xmc_core.serving.limits import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits.from_config(

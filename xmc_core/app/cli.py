@@ -306,7 +306,8 @@ def _lifecycle_command(args: argparse.Namespace) -> None:
     """``serve``, ``promote``, ``rollback``: the MLflow-facing part (``xmc_core.serving``)."""
     cfg = XmcConfig.load(args.config, args.overrides)
     if args.command == "serve":
-        from xmc_core.serving.http import Limits, serve
+        from xmc_core.serving.http import serve
+        from xmc_core.serving.limits import Limits
 
         given = _given(args, "header_timeout_s", "body_timeout_s", "max_connections")
         limits = Limits.from_config(cfg.serve, **given)

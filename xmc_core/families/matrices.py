@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from xmc_core.config import LabelFeaturesConfig, XmcConfig
 from xmc_core.errors import InputError
+from xmc_core.families.configured import trained_families
 from xmc_core.features.label_features import (
     LabelFeatures,
     concat_label_features,
@@ -33,7 +34,6 @@ from xmc_core.features.matrices import (
     check_matrix_files,
 )
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.model import registry
 from xmc_core.stages.graph import Runner, Stage
 
 
@@ -90,7 +90,7 @@ def check_matrix_run(files: MatrixFiles, cfg: XmcConfig) -> tuple[int, int]:
     """Refuse, before any work, what a run on matrices cannot do: a family that needs raw
     text, label features that need label texts, and bad files (:func:`check_matrix_files`).
     Returns (n_features, n_labels)."""
-    for member, family in registry.trained_families(cfg):
+    for member, family in trained_families(cfg):
         if family.needs_text:
             raise InputError(
                 None,

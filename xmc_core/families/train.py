@@ -14,6 +14,7 @@ from xmc_core.corpus import Corpus
 from xmc_core.corpus.reader import read_manifest
 from xmc_core.errors import InputError
 from xmc_core.families.common import evaluated
+from xmc_core.families.configured import trained_families
 from xmc_core.families.featurize import featurize_graph
 from xmc_core.families.matrices import matrix_graph
 from xmc_core.features.matrices import MatrixFiles
@@ -36,7 +37,7 @@ def check_dataset(dataset: Path, cfg: XmcConfig) -> None:
 
 def _check_kind(path: Path, kind: str, cfg: XmcConfig) -> None:
     """``model.kind`` (or, for an ensemble, each member's kind) against the corpus kind."""
-    for member, family in registry.trained_families(cfg):
+    for member, family in trained_families(cfg):
         if family.needs_text and kind != "text":
             raise InputError(
                 path,

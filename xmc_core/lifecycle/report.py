@@ -12,7 +12,7 @@ from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.plots import TITLES
 from xmc_core.evaluation.report import read_json
 from xmc_core.evaluation.run_report import RunReport, build_report, png_data_uri
-from xmc_core.model import registry
+from xmc_core.families.configured import trained_families
 
 
 def report_plots(diagnostics: Path) -> list[dict[str, str]]:
@@ -36,7 +36,7 @@ def member_metrics(cfg: XmcConfig, members: Sequence[Mapping[str, float]]) -> li
     [] for other families."""
     if not members:
         return []
-    labels = [member.label for member, _ in registry.trained_families(cfg)]
+    labels = [member.label for member, _ in trained_families(cfg)]
     return [
         {"member": label, "metrics": dict(metrics)}
         for label, metrics in zip(labels, members, strict=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from xmc_core.linear.solver import LevelJob
+    from xmc_core.linear._batch import Level
     from xmc_core.progress import RateLog
 
 Pieces = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -27,6 +27,23 @@ Pieces = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 Task = tuple[np.ndarray, np.ndarray | None]
 """One piece of a level's work: (parents, nodes): every child of ``parents`` when ``nodes`` is
 None, else only ``nodes`` (``LevelJob.train(parents, nodes=nodes)``)."""
+
+
+class LevelJob(Protocol):
+    """What a mapper reads of a level's job: :class:`~xmc_core.linear.solver.LevelJob` (named
+    here by its shape, so that this module, which the solver imports, never imports it)."""
+
+    batches: list[np.ndarray]
+    parent_entries: np.ndarray
+
+    @property
+    def level(self) -> Level: ...
+
+    def batch_size(self, parents: np.ndarray) -> tuple[int, int]: ...
+
+    def train(
+        self, parents: np.ndarray, progress: RateLog | None = None, nodes: np.ndarray | None = None
+    ) -> Pieces: ...
 
 
 class BatchMapper(Protocol):

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xmc_core.errors import ArtifactError, InputError
-from xmc_core.model.contract import Family, Member
+from xmc_core.model.contract import Family
 
 if TYPE_CHECKING:
-    from xmc_core.config import XmcConfig
     from xmc_core.config_section import Section
 
 ENTRY_POINTS = "xmc.families"
@@ -171,27 +170,6 @@ def plugin_section(name: str) -> type[Section] | None:
     discover()
     found = _families.get(canonical(name))
     return None if found is None or found.name in _builtin else found.section
-
-
-def trained_families(cfg: XmcConfig) -> list[tuple[Member, Family]]:
-    """Every family ``cfg`` trains, each with where it is configured: ``model`` and the
-    configured family, or each member of a family made of others (an ensemble)."""
-    top = family(cfg.model.kind)
-    if top.members is None:
-        return [(Member("model", top.name, cfg), top)]
-    return [(member, family(member.cfg.model.kind)) for member in top.members(cfg)]
-
-
-def requirements(name: str, cfg: XmcConfig | None = None) -> list[str]:
-    """Packages a served model of family ``name`` imports beyond the core ones: the family's
-    own and, when ``cfg`` trains ``name``, those of every family it is made of, with those
-    their config asks for (``Family.config_requirements``)."""
-    found = list(family(name).requirements)
-    if cfg is not None and cfg.model.kind == canonical(name):
-        for member, f in trained_families(cfg):
-            found += f.requirements
-            found += f.config_requirements(member.cfg) if f.config_requirements else ()
-    return list(dict.fromkeys(found))
 
 
 def part_class(name: str, where: Path) -> type:

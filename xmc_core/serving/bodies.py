@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect, Request
 from xmc_core.serving.api import PredictRequest
 
 if TYPE_CHECKING:
-    from xmc_core.serving.http import Limits
+    from xmc_core.serving.limits import Limits
 
 MAX_DEPTH = 16
 """Nesting of a request body (the deepest valid form, ``dataframe_split``, needs 4)."""

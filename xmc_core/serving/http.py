@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from xmc_core.serving.api import (
 from xmc_core.serving.bodies import RequestError, parse_request, read_body
 from xmc_core.serving.docs_page import docs_page
 from xmc_core.serving.guard import BearerAuth, check_exposure, guarded_protocol, read_token
+from xmc_core.serving.limits import Limits
 from xmc_core.serving.live import LiveModel, ReloadError, Served, watch
 
 DESCRIPTION = (
@@ -63,49 +64,6 @@ RELOAD_DOC = (
 )
 RELOAD_FAILED = "the look-up, download, checksums or load failed: the old model keeps serving"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask for (beyond it: 413 or 422) and what a connection may take:
-    seconds to send the request head and body (then 408 / closed), open connections (then 503).
-
-    The values of :class:`~xmc_core.config.ServeConfig` (the defaults live there), possibly
-    overridden on the command line: :meth:`check_defaults` checks them before serving.
-    """
-
-    max_texts: int
-    max_body_bytes: int
-    max_topk: int
-    max_beam_size: int
-    header_timeout_s: float
-    body_timeout_s: float
-    max_connections: int
-
-    @classmethod
-    def from_config(cls, cfg: ServeConfig, **given: Any) -> Limits:
-        """The limits of ``cfg``, with the ``given`` fields replaced (e.g. command-line flags)."""
-        values = {f.name: getattr(cfg, f.name) for f in fields(cls)}
-        return cls(**(values | given))
-
-    def check_defaults(self, topk: int | None, beam_size: int | None) -> None:
-        """Refuse server defaults that every request would be refused for (or stuck on)."""
-        for name, value, most in (
-            ("topk", topk, self.max_topk),
-            ("beam_size", beam_size, self.max_beam_size),
-        ):
-            if value is not None and not 1 <= value <= most:
-                raise XmcError(f"{name}={value} is out of range\n  fix: pass 1 to {most}")
-        for name, seconds in (
-            ("header timeout", self.header_timeout_s),
-            ("body timeout", self.body_timeout_s),
-        ):
-            if not 0 < seconds <= 3600:
-                raise XmcError(f"{name} of {seconds} s is out of range\n  fix: pass 0.1 to 3600")
-        if not 1 <= self.max_connections <= 10_000:
-            raise XmcError(
-                f"max_connections={self.max_connections} is out of range\n  fix: pass 1 to 10000"
-            )
 
 
 def create_app(

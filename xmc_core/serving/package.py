@@ -26,7 +26,7 @@ from mlflow.models.model import ModelInfo
 from mlflow.types.schema import Array, ColSpec, DataType, ParamSchema, ParamSpec, Schema
 
 from xmc_core.config import PredictConfig, XmcConfig
-from xmc_core.model import registry
+from xmc_core.families.configured import family_requirements
 from xmc_core.model.xmc_model import model_layout
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
 from xmc_core.serving.registry.locking import PROCESS_TAG, process_identity, registry_lock
@@ -71,7 +71,7 @@ def pip_requirements(family: str, cfg: XmcConfig | None = None) -> list[str]:
     """``package==version`` of the running environment for what the pyfunc imports: the core
     packages and those the model's family declares (an ensemble's: its members' families, as
     ``cfg`` configures them)."""
-    names = CORE_REQUIREMENTS + tuple(registry.requirements(family, cfg))
+    names = CORE_REQUIREMENTS + tuple(family_requirements(family, cfg))
     pins = []
     for name in names:
         try:

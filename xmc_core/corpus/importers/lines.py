@@ -31,7 +31,7 @@ from xmc_core.corpus.schema import SPLITS, Manifest
 from xmc_core.corpus.writer import DatasetWriter
 
 if TYPE_CHECKING:
-    from xmc_core.corpus.importers import IngestOptions
+    from xmc_core.corpus.importers.options import IngestOptions
 
 
 @dataclass(frozen=True)

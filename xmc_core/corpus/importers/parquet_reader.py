@@ -16,7 +16,7 @@ from xmc_core.corpus.values import brief
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
-    from xmc_core.corpus.importers import IngestOptions
+    from xmc_core.corpus.importers.options import IngestOptions
 
 BATCH_ROWS = 8192
 """Rows per record batch read from a Parquet file."""

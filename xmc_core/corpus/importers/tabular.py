@@ -42,7 +42,7 @@ from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
-    from xmc_core.corpus.importers import IngestOptions
+    from xmc_core.corpus.importers.options import IngestOptions
 
 _CSV_FIELD_LIMIT = 2**31 - 1
 

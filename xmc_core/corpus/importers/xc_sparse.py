@@ -33,7 +33,7 @@ from xmc_core.corpus.writer import DatasetWriter
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
-    from xmc_core.corpus.importers import IngestOptions
+    from xmc_core.corpus.importers.options import IngestOptions
 
 MAX_FEATURES = 2**31
 """Feature indices are stored as int32, so D (the feature count) is at most 2**31."""
