@@ -18,7 +18,7 @@ from tests.model_helpers import train_model
 from xmc_core.config import EncoderConfig, MatcherConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError, InputError
-from xmc_core.model import registry
+from xmc_core.families.configured import family_requirements
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.package import pip_requirements
 from xmc_core.transformer.encoder import TextEncoder, embed, load_tokenizer
@@ -297,7 +297,7 @@ def test_an_int8_encoder_quantized_per_batch_is_exported_again_on_load(tmp_path,
 def test_a_served_int8_model_pins_onnxruntime() -> None:
     plain = XmcConfig.load(None, ["model.kind=xr_transformer"])
     fast = XmcConfig.load(None, ["model.kind=xr_transformer", "matcher.predict_runtime=onnx-int8"])
-    assert "onnxruntime" not in registry.requirements("xr_transformer", plain)
-    assert "onnxruntime" in registry.requirements("xr_transformer", fast)
+    assert "onnxruntime" not in family_requirements("xr_transformer", plain)
+    assert "onnxruntime" in family_requirements("xr_transformer", fast)
     pin = f"onnxruntime=={metadata.version('onnxruntime')}"
     assert pin in pip_requirements("xr_transformer", fast)
