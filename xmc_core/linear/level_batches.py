@@ -29,8 +29,8 @@ Task = tuple[np.ndarray, np.ndarray | None]
 None, else only ``nodes`` (``LevelJob.train(parents, nodes=nodes)``)."""
 
 
-class LevelJob(Protocol):
-    """What a mapper reads of a level's job: :class:`~xmc_core.linear.solver.LevelJob` (named
+class BatchedJob(Protocol):
+    """What a mapper reads of a level's job, :class:`~xmc_core.linear.solver.LevelJob` (named
     here by its shape, so that this module, which the solver imports, never imports it)."""
 
     batches: list[np.ndarray]
@@ -53,15 +53,15 @@ class BatchMapper(Protocol):
     (``progress.update(nodes, work)``, see :func:`task_size`) and returns the pieces, in any
     order."""
 
-    def __call__(self, job: LevelJob, progress: RateLog) -> list[Pieces]: ...
+    def __call__(self, job: BatchedJob, progress: RateLog) -> list[Pieces]: ...
 
 
-def in_process(job: LevelJob, progress: RateLog) -> list[Pieces]:
+def in_process(job: BatchedJob, progress: RateLog) -> list[Pieces]:
     """The batches one after the other in this process (progress counted per node chunk)."""
     return [job.train(parents, progress) for parents in job.batches]
 
 
-def split_batches(job: LevelJob, max_work: int) -> list[Task]:
+def split_batches(job: BatchedJob, max_work: int) -> list[Task]:
     """``job``'s batches as tasks of at most about ``max_work`` work where they can be cut:
     a heavier batch is cut into runs of its parents, a heavier parent into chunks of its
     children (a node, the unit, is never cut). A node's work is its parent's block entries."""
@@ -93,7 +93,7 @@ def split_batches(job: LevelJob, max_work: int) -> list[Task]:
     return tasks
 
 
-def task_size(job: LevelJob, task: Task) -> tuple[int, int]:
+def task_size(job: BatchedJob, task: Task) -> tuple[int, int]:
     """(nodes, work) of a task, as ``LevelJob.batch_size`` counts a batch."""
     parents, nodes = task
     if nodes is None:
