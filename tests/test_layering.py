@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("registry", ("xmc_core.model.contract", "xmc_core.model.registry")),
     ("config", (
         "xmc_core.config", "xmc_core.config_errors", "xmc_core.config_io",
-        "xmc_core.config_linear", "xmc_core.config_section",
+        "xmc_core.config_lifecycle", "xmc_core.config_linear", "xmc_core.config_section",
     )),
     ("corpus", ("xmc_core.corpus",)),
     ("stage graph", ("xmc_core.stages",)),

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from xmc_core.config import DATASET_PLACEHOLDER, XmcConfig
+from xmc_core.config import XmcConfig
+from xmc_core.config_lifecycle import DATASET_PLACEHOLDER
 from xmc_core.corpus.lineage import SYNTHETIC, describe, lineage_of, one_lineage
 from xmc_core.corpus.reader import read_manifest
 from xmc_core.corpus.schema import Lineage

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from xmc_core.config import DATASET_PLACEHOLDER, XmcConfig
+from xmc_core.config import XmcConfig
+from xmc_core.config_lifecycle import DATASET_PLACEHOLDER
 from xmc_core.errors import InputError
 
 if TYPE_CHECKING:
