@@ -38,6 +38,7 @@ from xmc_core.config import DaskConfig
 from xmc_core.linear.level_batches import Pieces, Task, split_batches, task_size, use_mapper
 from xmc_core.linear.solver import LevelJob
 from xmc_core.progress import RateLog
+from xmc_core.threads import scoped_threads
 from xmc_core.wording import counted
 
 log = logging.getLogger(__name__)
@@ -50,13 +51,10 @@ def train_ranker_batch(job: LevelJob, task: Task, threads: int) -> dict[str, Any
     worker process) and the worker's address."""
     worker = get_worker()
     n_threads = max(1, threads // max(1, worker.state.nthreads))
-    previous = numba.get_num_threads()
-    numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
+    n_threads = min(n_threads, numba.config.NUMBA_NUM_THREADS)
     start, cpu = time.perf_counter(), time.process_time()
-    try:
+    with scoped_threads(numba.get_num_threads, numba.set_num_threads, n_threads):
         pieces = job.train(task[0], nodes=task[1])
-    finally:
-        numba.set_num_threads(previous)
     return {
         "pieces": pieces, "s": time.perf_counter() - start,
         "cpu_s": time.process_time() - cpu, "worker": worker.address,

@@ -20,7 +20,7 @@ PACKAGES = ("xmc_core", "tasks", "flows")
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("errors and storage", (
         "xmc_core.errors", "xmc_core.version", "xmc_core.wording", "xmc_core.interrupt",
-        "xmc_core.progress", "xmc_core.env", "xmc_core.storage",
+        "xmc_core.progress", "xmc_core.env", "xmc_core.storage", "xmc_core.threads",
     )),
     ("registry", ("xmc_core.model.contract", "xmc_core.model.registry")),
     ("config", (

@@ -11,6 +11,7 @@ from xmc_core.families.astec.config import AstecConfig
 from xmc_core.families.neural_xc.config import NeuralXcConfig
 from xmc_core.families.xml_cnn.config import XmlCnnConfig
 from xmc_core.neural import epoch_seed, prior_logits, split_rows, torch_threads
+from xmc_core.threads import scoped_threads
 
 
 @pytest.mark.parametrize("section", [AstecConfig, NeuralXcConfig, XmlCnnConfig])
@@ -40,3 +41,20 @@ def test_torch_threads_are_restored_and_epoch_seeds_differ() -> None:
         assert torch.get_num_threads() == before
     assert len({epoch_seed(0, e) for e in range(-2, 5)}) == 7
     assert epoch_seed(3, 1) == epoch_seed(3, 1) != epoch_seed(4, 1)
+
+
+def test_scoped_threads_set_back_after_an_error_and_leave_none_alone() -> None:
+    pool = {"n": 4}
+    calls: list[int] = []
+
+    def put(n: int) -> None:
+        calls.append(n)
+        pool["n"] = n
+
+    with pytest.raises(RuntimeError), scoped_threads(lambda: pool["n"], put, 1):
+        assert pool["n"] == 1
+        raise RuntimeError("stop")
+    assert pool["n"] == 4 and calls == [1, 4]
+    with scoped_threads(lambda: pool["n"], put, None):
+        assert pool["n"] == 4
+    assert calls == [1, 4]

@@ -4,8 +4,7 @@ carved from train, the output bias at the targets' log prior odds and the seed o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import numpy as np
@@ -13,6 +12,7 @@ import scipy.sparse as sp
 import torch
 
 from xmc_core.errors import InputError
+from xmc_core.threads import scoped_threads
 
 
 class ValidationCarve(Protocol):
@@ -50,18 +50,9 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
+def torch_threads(threads: int | None) -> AbstractContextManager[None]:
     """Torch's intra-op threads set to ``threads`` for the block (None: left as they are)."""
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return scoped_threads(torch.get_num_threads, torch.set_num_threads, threads)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:

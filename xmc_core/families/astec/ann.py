@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from xmc_core.errors import ArtifactError
+from xmc_core.threads import scoped_threads
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,19 +40,12 @@ def faiss_module() -> Any:
     return faiss
 
 
-@contextmanager
-def faiss_threads(threads: int | None) -> Iterator[None]:
+def faiss_threads(threads: int | None) -> AbstractContextManager[None]:
     """faiss's OpenMP threads set to ``threads`` for the block (None: left as they are)."""
     if threads is None:
-        yield
-        return
+        return nullcontext()
     faiss = faiss_module()
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(threads)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(before)
+    return scoped_threads(faiss.omp_get_max_threads, faiss.omp_set_num_threads, threads)
 
 
 def digest(blob: np.ndarray) -> str:
