@@ -41,6 +41,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import bench_common  # benchmarks/ (the script's folder) is on sys.path
 import numpy as np
 import psutil
 import scipy.sparse as sp
@@ -174,14 +175,6 @@ def child_main(variant: str, corpus_dir: str, max_features: int) -> None:
 
 
 # ---------------------------------------------------------------- the parent: measure subprocesses
-def process_tree(proc: psutil.Process) -> list[psutil.Process]:
-    """``proc`` and its descendants (empty once it has exited)."""
-    try:
-        return [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
 def tree_memory(tree: list[psutil.Process]) -> tuple[int, int]:
     """Sums of RSS and of PSS (shared pages split between sharers) of ``tree``, in bytes;
     processes that vanish while sampled count 0."""
@@ -206,7 +199,7 @@ def measure(variant: str, corpus_dir: Path, max_features: int) -> dict[str, Any]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO) as child:
         proc, tree = psutil.Process(child.pid), []
         while child.poll() is None:
-            tree = process_tree(proc) if n % 5 == 0 else tree
+            tree = bench_common.process_tree(proc) if n % 5 == 0 else tree
             rss, pss = tree_memory(tree)
             peak_rss, peak_pss, n = max(peak_rss, rss), max(peak_pss, pss), n + 1
             time.sleep(SAMPLE_S)
@@ -343,18 +336,10 @@ def prepare(src: Path, dest: Path) -> dict[str, Any]:
 
 def machine_info() -> dict[str, Any]:
     """Where and with what the benchmark ran."""
-    with open("/proc/cpuinfo", encoding="utf-8") as fh:
-        models = [ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")]
     libs = ["numpy", "scipy", "pyarrow", "scikit-learn", "dask", "psutil", "xmc"]
-    return {
-        "nproc": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)),
-        "cpu_model": models[0] if models else platform.processor(),
-        "memory_gb": psutil.virtual_memory().total / 2**30,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        **{f"{lib}_version": version(lib) for lib in libs},
-    }
+    return bench_common.machine_basics() | {
+        "python": platform.python_version(), **{f"{lib}_version": version(lib) for lib in libs},
+    }  # fmt: skip
 
 
 def markdown(name: str, result: dict[str, Any], max_features: int) -> str:

@@ -2,7 +2,8 @@
 SIGKILLs itself at an exact point, and a worker that opens a fresh tracking store.
 
 Run as ``python -m tests.reliability.hostile_registry_child JSON`` with JSON keys ``step``
-(``register`` | ``promote``), ``sets`` (config overrides), ``kill`` (bool) and the step's
+(``register`` | ``promote``), ``sets`` (config overrides), ``kill`` (where ``register``
+stops: ``logged`` | ``registered``; for ``promote``: true) and the step's
 arguments (``outputs``, ``diagnostics``, ``evals`` for ``register``; ``version`` for ``promote``).
 """
 
@@ -20,30 +21,33 @@ def _die() -> None:
 
 
 def register(args: dict[str, Any]) -> dict[str, Any]:
-    """``track_run`` as the lifecycle's tracking stage calls it; killed right after the
-    registration when ``kill``."""
+    """``track_run`` and, when the registry is on, ``register_tracked``, as the lifecycle's
+    tracking and registration stages call them. ``kill``: ``logged`` (inside the run, right
+    after the model is logged) or ``registered`` (right after the version is registered, before
+    it is described); anything else: no kill."""
     from pathlib import Path
 
     import xmc_core.serving.package as package
     from xmc_core.config import XmcConfig
-    from xmc_core.serving.tracking import track_run
+    from xmc_core.serving.tracking import register_tracked, track_run
 
-    if args.get("kill"):
-        real = package.log_model
+    point = {"logged": "log_model", "registered": "register_version"}.get(args.get("kill", ""))
+    if point is not None:
+        real = getattr(package, point)
 
-        def log_then_die(*a: Any, **k: Any) -> Any:
+        def call_then_die(*a: Any, **k: Any) -> Any:
             real(*a, **k)
             _die()
 
-        package.log_model = log_then_die
+        setattr(package, point, call_then_die)
     cfg = XmcConfig.load(None, args["sets"])
     outputs, evals = args["outputs"], {s: Path(d) for s, d in args["evals"].items()}
-    model, corpus, diagnostics = (
-        Path(outputs["model"]),
-        Path(outputs["corpus"]),
-        args["diagnostics"],
-    )
-    return track_run(cfg, model, corpus, evals, Path(diagnostics), {}, {})
+    model, corpus = Path(outputs["model"]), Path(outputs["corpus"])
+    tracked = track_run(cfg, model, corpus, evals, Path(args["diagnostics"]), {}, {})
+    if not cfg.registry.enabled:
+        return tracked
+    test = json.loads((evals["test"] / "metrics.json").read_text(encoding="utf-8"))
+    return register_tracked(cfg, tracked, model, corpus, test)
 
 
 def promote(args: dict[str, Any]) -> dict[str, Any]:

@@ -137,8 +137,9 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
     write_synthetic_dataset(root / "dataset", spec, rows_per_group=80)
     corpus = Corpus(root / "dataset")
     cfg = XmcConfig.load(None, SMALL)
+    (root / "TermCounts").mkdir(parents=True)
     stages.count_partition(corpus, corpus.partitions("train")[0], cfg.tokenizer).save(
-        _mkdir(root / "TermCounts")
+        root / "TermCounts"
     )
     feats = featurize(corpus, cfg)
     feats.vectorizer.save(root / "TfidfVectorizer")
@@ -161,11 +162,6 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
     folders["dataset"] = root / "dataset"
     yield folders
     print("\ncorruptions tried per kind:", dict(sorted(COUNTS.items())), sum(COUNTS.values()))
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True)
-    return path
 
 
 # --- damages: a kind lists its cases, each (the file the error must name, what to do to a copy)
@@ -396,12 +392,8 @@ def test_cli_subprocess_on_a_damaged_model_prints_no_traceback(
 ) -> None:
     model = shutil.copytree(pristine["XmcModel"], tmp_path / "model")
     _truncate(model / "ranker" / "tree" / "C0.npz")
-    cmd = [
-        sys.executable,
-        "-m",
-        "xmc_core.app.cli",
-        *_cli_args(command, model, pristine["dataset"], tmp_path),
-    ]
+    args = _cli_args(command, model, pristine["dataset"], tmp_path)
+    cmd = [sys.executable, "-m", "xmc_core.app.cli", *args]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     assert "error: " in done.stderr and str(model / "ranker" / "tree" / "C0.npz") in done.stderr

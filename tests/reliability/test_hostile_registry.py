@@ -42,6 +42,7 @@ from xmc_core.serving.registry.promotion import champion_version, promote_versio
 from xmc_core.serving.registry.reconcile import reconcile
 from xmc_core.serving.registry.store import RegistryStore
 from xmc_core.serving.resolve import local_model_dir
+from xmc_core.serving.tracking import register_tracked, track_run
 from xmc_core.storage.work_dir import WorkDir
 
 # fixtures used by name
@@ -213,22 +214,45 @@ def test_kill_between_registration_and_promotion_is_reconciled(
 ) -> None:
     sets = registering_sets(tmp_path / "work", empty_store)
     outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
-    done = child(
-        {"step": "register", "kill": True, "sets": sets, "outputs": outputs, **run_files}, tmp_path
-    )
+    args = {"step": "register", "kill": "registered", "sets": sets, "outputs": outputs}
+    done = child({**args, **run_files}, tmp_path)
     assert done.returncode == -9, done.stderr[-3000:]
     c = client(XmcConfig.load(None, sets).tracking_uri())
     orphan = c.get_model_version(NAME, "1")
-    assert DECISION not in orphan.tags and c.get_run(orphan.run_id).info.status == "RUNNING"
+    assert DECISION not in orphan.tags and not orphan.description  # killed before describing
+    assert c.get_run(orphan.run_id).info.status == "FINISHED"  # registered after the run
 
     nxt = register_here(sets, gate_models["worse"], gate_dataset, run_files)
     assert nxt["version"] == "2"
     orphan = c.get_model_version(NAME, "1")
     assert orphan.tags[DECISION] == "abandoned", orphan.tags
     assert "stopped" in orphan.tags["xmc.promotion.reason"]
-    stuck = c.get_run(orphan.run_id)
-    assert stuck.info.status == "KILLED" and "xmc.reconciled" in stuck.data.tags
     assert c.get_run(nxt["run_id"]).info.status == "FINISHED"
+    assert nxt["run_id"] in c.get_model_version(NAME, "2").description
+
+
+def test_registration_rerun_after_a_kill_takes_the_version_it_made(
+    gate_models: dict[str, Path],
+    gate_dataset: Path,
+    run_files: dict,
+    empty_store: Path,
+    tmp_path: Path,
+    quiet_mlflow: None,
+) -> None:
+    """A kill between the run and its registration, or inside the registration: the flow's
+    rerun finds the tracking stage done and runs the registration again, for the same run."""
+    sets = registering_sets(tmp_path / "work", empty_store)
+    cfg = XmcConfig.load(None, sets)
+    model, corpus = gate_models["good"], gate_dataset
+    evals = {s: Path(d) for s, d in run_files["evals"].items()}
+    tracked = track_run(cfg, model, corpus, evals, Path(run_files["diagnostics"]), {}, {})
+    c = client(cfg.tracking_uri())
+    assert tracked["version"] is None and c.search_registered_models() == []
+    first = register_tracked(cfg, tracked, model, corpus, {"P@1": 0.5})
+    again = register_tracked(cfg, tracked, model, corpus, {"P@1": 0.5})
+    assert first == again == {**tracked, "version": "1"}
+    (version,) = c.search_model_versions(f"name = '{NAME}'")
+    assert version.run_id == tracked["run_id"] and "P@1 50.00%" in version.description
 
 
 def test_identical_retrain_registers_no_new_version(
@@ -317,7 +341,7 @@ def test_a_run_with_the_registry_off_closes_a_stuck_run(
 ) -> None:
     sets = [*registering_sets(tmp_path / "work", empty_store), "registry.enabled=false"]
     outputs = {"corpus": str(gate_dataset), "model": str(gate_models["good"])}
-    args = {"step": "register", "kill": True, "sets": sets, "outputs": outputs, **run_files}
+    args = {"step": "register", "kill": "logged", "sets": sets, "outputs": outputs, **run_files}
     done = child(args, tmp_path)
     assert done.returncode == -9, done.stderr[-3000:]
     c = client(XmcConfig.load(None, sets).tracking_uri())

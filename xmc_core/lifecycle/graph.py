@@ -1,6 +1,6 @@
 """The lifecycle graph: what follows a trained model, for ``xmc train --track`` (in-process)
 and the ``train`` flow (cached tasks) alike: evaluation on the train split, diagnostics, the
-MLflow run with the registration, the gated promotion and the run report."""
+MLflow run, the version's registration, the gated promotion and the run report."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.evaluation.diagnostics import MAX_DOCS
 from xmc_core.families.common import DIAGNOSE, EVALUATE
 from xmc_core.lifecycle.artifacts import ModelFolder
-from xmc_core.lifecycle.stages import GATE, REPORT, TRACK
+from xmc_core.lifecycle.stages import GATE, REGISTER, REPORT, TRACK
 from xmc_core.stages.graph import InProcessRunner, Runner
 
 
@@ -42,8 +42,8 @@ def lifecycle_graph(
     """The lifecycle stages on a trained family graph's ``handles`` (``corpus``, ``model``,
     ``model_train``, ``model_test``, ``evaluation``, optionally ``matcher_levels`` and
     ``member_evaluations``) and the handle of the saved ``model_folder`` -> the handles of
-    ``evaluation_train``, ``diagnostics``, ``tracked`` and ``decision`` (None when not run) and
-    ``report``."""
+    ``evaluation_train``, ``diagnostics``, ``tracked`` (the registration's when the registry is
+    on, else the tracking's) and ``decision`` (None when not run) and ``report``."""
     model, train, test = handles["model"], handles["model_train"], handles["model_test"]
     evaluation_train = run(EVALUATE, label="evaluate-train", model=model, split=train, cfg=cfg.eval)
     diagnostics = run(
@@ -62,6 +62,12 @@ def lifecycle_graph(
             TRACK, label="log-training-run", model=model_folder, links=ctx.links,
             run_key=ctx.run_key, **common,
         )  # fmt: skip
+        if cfg.registry.enabled:
+            tracked = run(
+                REGISTER, label="register-version", tracked=tracked, model=model_folder,
+                corpus=handles["corpus"], evaluation=handles["evaluation"], cfg=cfg,
+                run_key=ctx.run_key,
+            )  # fmt: skip
         version = run.value(tracked).values.get("version")
         if version and cfg.registry.promote:
             decision = run(

@@ -1,11 +1,12 @@
-"""The lifecycle's stages after a model is trained: MLflow tracking (with the registration),
+"""The lifecycle's stages after a model is trained: MLflow tracking, the version's registration,
 the gated promotion and the run report. Evaluation on the train split and the diagnostics are
 ``families.common``'s ``EVALUATE`` and ``DIAGNOSE``; batch prediction is
 :mod:`xmc_core.lifecycle.predict`.
 
-Tracking and promotion change an MLflow store, so each call is keyed on ``run_key`` (the
-training run's identity: the flow run's id, or a fresh id per ``xmc train``) besides its inputs:
-a rerun of the same flow run reuses its MLflow run, a new run tracks anew.
+Tracking, registration and promotion change an MLflow store, so each call is keyed on
+``run_key`` (the training run's identity: the flow run's id, or a fresh id per ``xmc train``)
+besides its inputs: a rerun of the same flow run reuses its MLflow run and its version, a new
+run tracks anew.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def track(
     diagnostics: Diagnostics, cfg: XmcConfig, timings: dict[str, float],
     links: dict[str, str], run_key: str,
 ) -> TrackedRun:  # fmt: skip
-    """One MLflow run of the training run (``xmc_core.serving.tracking.track_run``), the model
-    registered when the registry is on. ``timings``: wall seconds per stage so far; ``links``:
-    more tags (the Prefect flow run); ``run_key``: the training run's identity (keys only)."""
+    """One MLflow run of the training run, with the model logged in it
+    (``xmc_core.serving.tracking.track_run``). ``timings``: wall seconds per stage so far;
+    ``links``: more tags (the Prefect flow run); ``run_key``: the training run's identity (keys
+    only)."""
     from xmc_core.serving.tracking import track_run
 
     with tempfile.TemporaryDirectory(prefix="xmc-track-") as tmp:
@@ -60,6 +62,20 @@ def track(
         files = diagnostics.save_to(root / "diagnostics")
         tracked = track_run(cfg, model.path, corpus.path, evals, files, timings, links)
     return TrackedRun(tracked)
+
+
+def register(
+    tracked: TrackedRun, model: ModelFolder, corpus: Corpus, evaluation: Metrics, cfg: XmcConfig,
+    run_key: str,
+) -> TrackedRun:  # fmt: skip
+    """The model of the MLflow run ``tracked`` registered as a version of ``registry.model_name``
+    (``xmc_core.serving.tracking.register_tracked``; a rerun takes the version it made) ->
+    ``tracked`` with its ``version``. ``run_key``: the training run's identity (keys only)."""
+    from xmc_core.serving.tracking import register_tracked
+
+    return TrackedRun(
+        register_tracked(cfg, tracked.values, model.path, corpus.path, evaluation.values)
+    )
 
 
 def promote_candidate(cfg: XmcConfig, version: str, dataset: str | Path) -> dict[str, Any]:
@@ -119,7 +135,12 @@ TRACK = Stage(
     "tracking", track, TrackedRun,
     {"model": ModelFolder, "corpus": Corpus, "evaluation_train": Metrics,
      "evaluation": Metrics, "diagnostics": Diagnostics},
-    describe=lambda t: f"MLflow run {t.values['run_id']}, version {t.values['version']}",
+    describe=lambda t: f"MLflow run {t.values['run_id']}",
+)  # fmt: skip
+REGISTER = Stage(
+    "registration", register, TrackedRun,
+    {"tracked": TrackedRun, "model": ModelFolder, "corpus": Corpus, "evaluation": Metrics},
+    describe=lambda t: f"version {t.values['version']} (MLflow run {t.values['run_id']})",
 )  # fmt: skip
 GATE = Stage("gate", gate, GateDecision, {"tracked": TrackedRun, "corpus": Corpus})
 REPORT = Stage(
@@ -129,5 +150,5 @@ REPORT = Stage(
      "members": Metrics},
     writes_folder=True,
 )  # fmt: skip
-RUN_SCOPED = (TRACK, GATE, REPORT)
+RUN_SCOPED = (TRACK, REGISTER, GATE, REPORT)
 """The stages keyed on the training run itself (``run_key``): each run writes its own."""

@@ -127,11 +127,28 @@ def log_model(
             },
         )
     if registered_model_name is not None:
-        tags = {FAMILY_TAG: str(family), **(version_tags or {})}
-        info.registered_model_version = register_version(
-            info, folder, cfg, registered_model_name, reuse_identical, tags
+        info.registered_model_version = register_logged(
+            info.model_uri, folder, cfg, registered_model_name, reuse_identical, version_tags
         )
     return info
+
+
+def register_logged(
+    model_uri: str,
+    model_dir: Path,
+    cfg: XmcConfig,
+    name: str,
+    reuse_identical: bool,
+    version_tags: Mapping[str, str] | None = None,
+) -> int:
+    """A version of ``name`` for the model logged at ``model_uri`` from the ``XmcModel`` folder
+    ``model_dir``, tagged with its family and ``version_tags`` (:func:`register_version`): what
+    :func:`log_model` does when given a name, and the lifecycle's ``registration`` stage after
+    the run that logged the model has ended."""
+    folder = find_model_folder(Path(model_dir))
+    family = model_layout(folder, read_meta(folder, MODEL_CLASS, verify=False))["family"]
+    tags = {FAMILY_TAG: str(family), **(version_tags or {})}
+    return register_version(model_uri, folder, cfg, name, reuse_identical, tags)
 
 
 def model_fingerprint(folder: Path) -> str:
@@ -141,14 +158,14 @@ def model_fingerprint(folder: Path) -> str:
 
 
 def register_version(
-    info: ModelInfo,
+    model_uri: str,
     folder: Path,
     cfg: XmcConfig,
     name: str,
     reuse_identical: bool,
     tags: Mapping[str, str] | None = None,
 ) -> int:
-    """A version of ``name`` for the logged model ``info`` (of the ``XmcModel`` folder
+    """A version of ``name`` for the model logged at ``model_uri`` (of the ``XmcModel`` folder
     ``folder``): with ``reuse_identical``, the newest version whose ``xmc.model_fingerprint``
     tag matches; else a new version, created with that tag, ``xmc.process`` (who registered
     it, see ``serving.reconcile``) and ``tags`` in the same call.
@@ -164,7 +181,7 @@ def register_version(
             return same
         own = {**(tags or {}), FINGERPRINT_TAG: fingerprint, PROCESS_TAG: process_identity()}
         with _without_registration_notices():
-            version = int(mlflow.register_model(info.model_uri, name, tags=own).version)
+            version = int(mlflow.register_model(model_uri, name, tags=own).version)
         log.info("registered %s as version %d of %s", folder, version, name)
         return version
 

@@ -1,15 +1,17 @@
 """MLflow tracking of a training run: one run with the configuration, the metrics, the files and
-the model, registered as a version when the registry is on.
+the model; then, when the registry is on, the model registered as a version.
 
 ``track_run`` records one MLflow run per training run (``xmc train --track`` or the ``train``
 flow, through the lifecycle's ``tracking`` stage): the full configuration as parameters, the
 metrics of every split, the per-level diagnostics and the stage times as metrics, fingerprints
 (and the Prefect flow run, given as ``links``) as tags, the corpus as dataset inputs, the
 evaluation and diagnostics files and plots as artifacts, and the model itself
-(:func:`~xmc_core.serving.package.log_model`), registered inside the open run (so that a
-process killed between the two leaves a run that ``serving.registry.reconcile`` closes) and
-described (:mod:`xmc_core.serving.run_lineage`). The global MLflow tracking URI is set only
-for the duration of the call and restored after.
+(:func:`~xmc_core.serving.package.log_model`). A process killed inside the run leaves it
+RUNNING; ``serving.registry.reconcile`` closes it. ``register_tracked`` (the ``registration``
+stage, after the run has ended) registers the logged model as a version, or takes the version
+that holds an identical model already (so a rerun of the stage adds none), and describes it
+(:mod:`xmc_core.serving.run_lineage`). The global MLflow tracking URI is set only for the
+duration of each call and restored after.
 """
 
 from __future__ import annotations
@@ -201,13 +203,14 @@ def track_run(
     ``model_dir``: the model folder; ``corpus_dir``: its dataset folder; ``eval_dirs``:
     ``{split: folder with metrics.json}``; ``diagnostics``: a folder with ``diagnostics.json``
     (and ``plots/``); ``timings``: wall seconds per stage; ``links``: more tags. Returns
-    ``run_id``, ``experiment_id``, ``model_uri``, ``version`` (registered version, str, or
-    None), ``artifact_uri``, ``tracking_uri`` and ``run_url`` (None unless a tracking server).
+    ``run_id``, ``experiment_id``, ``model_uri``, ``version`` (None: :func:`register_tracked`
+    sets it), ``artifact_uri``, ``tracking_uri`` and ``run_url`` (None unless a tracking
+    server).
     """
     import mlflow
 
     from xmc_core.serving.package import log_model
-    from xmc_core.serving.registry.lineage import for_corpus, version_tags
+    from xmc_core.serving.registry.lineage import for_corpus
     from xmc_core.serving.registry.locking import PROCESS_TAG, process_identity
 
     cfg = for_corpus(cfg, corpus_dir)  # registry.model_name's {dataset}
@@ -225,25 +228,43 @@ def track_run(
             run_id = run.info.run_id
             _log_run_contents(client, run_id, cfg, eval_dirs, timings, diagnostics)
             log_dataset_inputs(client, run_id, corpus_dir)
-            registered = cfg.registry.model_name if cfg.registry.enabled else None
-            info = log_model(
-                Path(model_dir), cfg, registered_model_name=registered,
-                reuse_identical=True, version_tags=version_tags(corpus_dir),
-            )  # fmt: skip
+            info = log_model(Path(model_dir), cfg)
             artifact_uri = run.info.artifact_uri
-    version = info.registered_model_version
-    if version is not None:
-        test = split_metrics(eval_dirs).get("test", {})
-        text = version_description(tags["xmc.model_kind"], corpus_dir, test, tags, run_id)
-        describe_version(client, cfg.registry.model_name, str(version), run_id, text)
-    log.info(
-        "MLflow run %s (experiment %s), model %s version %s", run_id, exp, info.model_uri, version
-    )
+    log.info("MLflow run %s (experiment %s), model %s", run_id, exp, info.model_uri)
     return {
-        "run_id": run_id, "experiment_id": exp, "model_uri": info.model_uri,
-        "version": None if version is None else str(version), "artifact_uri": artifact_uri,
-        "tracking_uri": uri, "run_url": run_url(uri, exp, run_id),
+        "run_id": run_id, "experiment_id": exp, "model_uri": info.model_uri, "version": None,
+        "artifact_uri": artifact_uri, "tracking_uri": uri, "run_url": run_url(uri, exp, run_id),
     }  # fmt: skip
+
+
+def register_tracked(
+    cfg: XmcConfig,
+    tracked: Mapping[str, Any],
+    model_dir: Path,
+    corpus_dir: Path,
+    test_metrics: Mapping[str, float],
+) -> dict[str, Any]:
+    """The model of the run ``tracked`` (what :func:`track_run` returned) registered as a version
+    of ``registry.model_name`` (the version holding an identical model already, if any), tagged
+    with the training data's lineage and described with ``test_metrics`` -> ``tracked`` with its
+    ``version`` (str)."""
+    from xmc_core.serving.package import register_logged
+    from xmc_core.serving.registry.lineage import for_corpus, version_tags
+
+    cfg = for_corpus(cfg, corpus_dir)  # registry.model_name's {dataset}
+    uri, run_id = str(tracked["tracking_uri"]), str(tracked["run_id"])
+    name = cfg.registry.model_name
+    with tracking_uri_scope(uri):
+        client = tracking_client(uri)
+        version = str(register_logged(
+            str(tracked["model_uri"]), Path(model_dir), cfg, name, reuse_identical=True,
+            version_tags=version_tags(corpus_dir),
+        ))  # fmt: skip
+        tags = client.get_run(run_id).data.tags
+        text = version_description(tags["xmc.model_kind"], corpus_dir, test_metrics, tags, run_id)
+        describe_version(client, name, version, run_id, text)
+    log.info("model of MLflow run %s: version %s of %s", run_id, version, name)
+    return {**tracked, "version": version}
 
 
 def _log_run_contents(

@@ -1,8 +1,9 @@
 """Put the registry back in a consistent state after a run was killed half-way.
 
-A SIGKILL can stop a training run between the registration of a version and its promotion (a
-version with no decision, its MLflow run left RUNNING for ever), or a promotion right after the
-alias moved (the new holder still tagged with an older decision such as ``rejected``).
+A SIGKILL can stop a training run inside its MLflow run (the run left RUNNING for ever), between
+the registration of a version and its promotion (a version with no decision), or a promotion
+right after the alias moved (the new holder still tagged with an older decision such as
+``rejected``).
 :func:`reconcile` runs at the start of every registering run, of ``xmc promote`` and of
 ``xmc rollback``; under the registry lock it
 
