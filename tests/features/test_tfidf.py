@@ -166,3 +166,39 @@ def test_counts_equal_counting_the_tokenizer_terms() -> None:
         for term, doc in zip(grams.terms.to_pylist(), grams.doc.tolist(), strict=True):
             expected[doc, terms.index(term)] += 1
         np.testing.assert_array_equal(counts.matrix.toarray(), expected)
+
+
+def test_a_warm_vocabulary_keeps_the_base_columns_and_appends_new_terms(tmp_path: Path) -> None:
+    base = vec().fit(TOY)  # apple, banana, cherry
+    merged = [*TOY, "date apple", "banana date elder"]  # the old documents and a new drop
+    warm = vec().extend_stats(count_texts(merged, UNI).stats(), base)
+    assert warm.vocabulary_.to_pylist() == ["apple", "banana", "cherry", "date", "elder"]
+    # idf over the 5 merged documents, smooth: df apple 4, banana 2, cherry 1, date 2, elder 1
+    df = np.array([4.0, 2.0, 1.0, 2.0, 1.0])
+    np.testing.assert_allclose(warm.idf_, np.log(6.0 / (1.0 + df)) + 1.0)
+    assert warm.n_docs_ == 5
+    # here the cold vocabulary is the same; a base term no new document holds keeps its column
+    cold = vec().fit(merged)
+    assert cold.vocabulary_.to_pylist() == ["apple", "banana", "cherry", "date", "elder"]
+    only_new = vec().extend_stats(count_texts(["date elder", "elder"], UNI).stats(), base)
+    assert only_new.vocabulary_.to_pylist() == ["apple", "banana", "cherry", "date", "elder"]
+    np.testing.assert_allclose(only_new.idf_[:3], math.log(3.0 / 2.0) + 1.0)  # df 0 counts as 1
+    warm.save(tmp_path / "v")
+    again = TfidfVectorizer.load(tmp_path / "v")
+    assert again.vocabulary_.to_pylist() == warm.vocabulary_.to_pylist()
+    assert (again.transform(["elder apple"]) != warm.transform(["elder apple"])).nnz == 0
+
+
+def test_a_warm_vocabulary_respects_max_features_for_new_terms_only() -> None:
+    base = vec().fit(TOY)
+    merged = [*TOY, "date date date fig", "date fig grape"]
+    warm = vec(max_features=4).extend_stats(count_texts(merged, UNI).stats(), base)
+    # the cold selection of 4 by term frequency: date (4), apple (3), cherry (2), fig (2);
+    # base terms keep their columns, the selected new ones follow in code-point order
+    assert warm.vocabulary_.to_pylist() == ["apple", "banana", "cherry", "date", "fig"]
+
+
+def test_a_warm_start_refuses_a_base_that_tokenizes_differently() -> None:
+    base = vec(TokenizerConfig(ngram_max=2)).fit(TOY)
+    with pytest.raises(XmcError, match="tokenizes differently"):
+        vec().extend_stats(count_texts(TOY, UNI).stats(), base)

@@ -54,6 +54,34 @@ class TfidfVectorizer:
 
         The terms are selected first and only the selected ones sorted (a million documents
         hold some 50M distinct terms, of which ``max_features`` are kept)."""
+        idx = self._selected(stats)
+        return self._fitted(stats, stats.terms.take(pa.array(idx)), stats.df[idx])
+
+    def extend_stats(self, stats: TermStats, base: TfidfVectorizer) -> TfidfVectorizer:
+        """A warm start's vocabulary: ``base``'s terms keep their columns, then the terms that
+        :meth:`fit_stats` would select on ``stats`` and ``base`` lacks are appended (in
+        code-point order); idf of every column from ``stats`` (a ``base`` term no document of
+        ``stats`` holds counts as in one). The first ``base.n_features`` columns therefore
+        mean what they meant in ``base``'s model."""
+        if base.tokenizer != self.tokenizer:
+            raise XmcError(
+                "the warm start's base vectorizer tokenizes differently "
+                f"({base.tokenizer.model_dump()} vs {self.tokenizer.model_dump()}): "
+                "train cold, or keep the champion's tokenizer settings"
+            )
+        selected = stats.terms.take(pa.array(self._selected(stats)))
+        new = selected.filter(pc.invert(pc.is_in(selected, value_set=base.vocabulary_)))
+        vocabulary = pa.concat_arrays([base.vocabulary_.cast(pa.string()), new.cast(pa.string())])
+        found = (
+            pc.index_in(vocabulary, value_set=stats.terms)
+            .fill_null(-1)
+            .to_numpy(zero_copy_only=False)
+        )
+        df = np.where(found >= 0, stats.df[np.maximum(found, 0)], 1.0)
+        return self._fitted(stats, vocabulary, np.maximum(df, 1.0))
+
+    def _selected(self, stats: TermStats) -> np.ndarray:
+        """Positions in ``stats`` of the terms the config keeps, in code-point order."""
         cfg, n = self.tfidf, stats.n_docs
         max_count = cfg.max_df if isinstance(cfg.max_df, int) else cfg.max_df * n
         min_count = cfg.min_df if isinstance(cfg.min_df, int) else cfg.min_df * n
@@ -66,10 +94,13 @@ class TfidfVectorizer:
             kept = _most_frequent(stats, kept, cfg.max_features)
         if not len(kept):
             raise XmcError(self._no_term_message(stats))
-        idx = kept[pc.sort_indices(stats.terms.take(pa.array(kept))).to_numpy()]
-        df = stats.df[idx]
-        idf = np.log((1.0 + n) / (1.0 + df) if cfg.smooth_idf else n / df) + 1.0
-        self.vocabulary_ = stats.terms.take(pa.array(idx))
+        return kept[pc.sort_indices(stats.terms.take(pa.array(kept))).to_numpy()]
+
+    def _fitted(self, stats: TermStats, vocabulary: pa.Array, df: np.ndarray) -> TfidfVectorizer:
+        """Set ``vocabulary_``, ``n_docs_`` and ``idf_`` from the terms' document frequencies."""
+        n = stats.n_docs
+        idf = np.log((1.0 + n) / (1.0 + df) if self.tfidf.smooth_idf else n / df) + 1.0
+        self.vocabulary_ = vocabulary
         self.idf_ = idf.astype(np.float64)
         self.n_docs_ = n
         return self
