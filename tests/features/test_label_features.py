@@ -87,6 +87,15 @@ def test_label_index_sorted_encode_unknown_and_duplicates() -> None:
     assert idx.decode(np.array([2, 0])) == ["c", "a"]
 
 
+def test_an_extended_label_index_keeps_the_base_ids_and_appends_new_labels() -> None:
+    base = LabelIndex.from_label_lists([pa.array([["b", "d"], ["a"]])])  # a, b, d
+    idx = LabelIndex.extended(base, [pa.array([["e", "b"], ["c"]]), pa.array([["a", "c"]])])
+    assert idx.names.to_pylist() == ["a", "b", "d", "c", "e"]  # d keeps its id without documents
+    y, unknown = idx.encode(pa.array([["c", "d"], ["e", "zz"]]))
+    assert unknown == 1 and y.toarray().tolist() == [[0, 0, 1, 1, 0], [0, 0, 0, 0, 1]]
+    assert LabelIndex.extended(base, [pa.array([["a"]])]).names.equals(base.names)
+
+
 def test_label_index_and_features_round_trip(tmp_path: Path) -> None:
     idx = LabelIndex(["x", "y"])
     idx.save(tmp_path / "idx")

@@ -14,7 +14,8 @@ from xmc_core.storage.artifacts import load_strings, read_meta, save_strings, wr
 
 
 class LabelIndex:
-    """Sorted label names (code-point order) and their column ids."""
+    """Label names and their column ids: sorted (code-point order), or, for a warm start
+    (:meth:`extended`), the base's names first, then the new ones sorted."""
 
     def __init__(self, names: pa.Array | Sequence[str]) -> None:
         self.names = pa.array(names, type=pa.large_string())
@@ -28,6 +29,16 @@ class LabelIndex:
         uniques = [pc.unique(_flat(b).cast(pa.large_string())) for b in batches]
         merged = pc.unique(pa.chunked_array(uniques, type=pa.large_string()))
         return cls(pc.take(merged, pc.sort_indices(merged)))
+
+    @classmethod
+    def extended(
+        cls, base: LabelIndex, batches: Iterable[pa.ListArray | pa.ChunkedArray]
+    ) -> LabelIndex:
+        """``base``'s labels keeping their ids, then those of ``batches`` it lacks, sorted: a
+        warm start's index, in which a label of the champion keeps its column."""
+        seen = cls.from_label_lists(batches).names
+        new = seen.filter(pc.invert(pc.is_in(seen, value_set=base.names)))
+        return cls(pa.concat_arrays([base.names, new]))
 
     def encode(self, labels: pa.ListArray | pa.ChunkedArray) -> tuple[sp.csr_matrix, int]:
         """Binary label matrix csr (n_docs, n_labels) float32 and the count of unknown labels."""

@@ -1,0 +1,104 @@
+"""A warm start's label tree: the champion's tree keeps its clusters, new labels join them.
+
+Labels ``0 .. base.n_labels - 1`` are the champion's (a warm start's label index keeps their
+ids, ``LabelIndex.extended``), the rest are new. Each new label joins the leaf cluster whose
+centroid (the normalized sum of its known labels' normalized features) is closest in cosine,
+ties to the lower leaf; a new label without features (no document, no text) joins the leaf with
+fewest labels. A leaf grown past ``max_leaf_size`` is split by the same balanced spherical
+2-means as :meth:`LabelTree.build`, its pieces taking its place under its parent (so siblings
+stay contiguous); every other cluster keeps its labels, which is what lets a warm start reuse
+the rankers of the nodes whose training problem did not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.config import TreeConfig
+from xmc_core.errors import InputError
+from xmc_core.features.normalize import l2_normalize_rows
+from xmc_core.linear.tree import LabelTree
+from xmc_core.linear.tree import _assignment as _assign  # the same package's helper
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What :func:`grow_tree` did: the new labels' leaves in the grown tree (int64, one per
+    new label), the base leaves that were split, and the grown leaves that hold exactly the
+    labels they held in the base tree (``kept_leaves``: grown id -> base id)."""
+
+    new_label_leaves: np.ndarray
+    split_leaves: list[int]
+    kept_leaves: dict[int, int]
+
+
+def leaf_centroids(tree: LabelTree, Z: sp.csr_matrix) -> sp.csr_matrix:
+    """csr (n_leaves, d): each leaf's normalized sum of its labels' normalized rows of ``Z``
+    (the first ``tree.n_labels`` rows)."""
+    known = l2_normalize_rows(sp.csr_matrix(Z[: tree.n_labels], dtype=np.float64))
+    return l2_normalize_rows(sp.csr_matrix(tree.C[-1].T.astype(np.float64) @ known))
+
+
+def place_new_labels(tree: LabelTree, Z: sp.csr_matrix) -> np.ndarray:
+    """The base leaf of each new label (rows ``tree.n_labels ..`` of ``Z``): int64."""
+    n_leaves = tree.C[-1].shape[1]
+    new = l2_normalize_rows(sp.csr_matrix(Z[tree.n_labels :], dtype=np.float64))
+    scores = (new @ leaf_centroids(tree, Z).T).toarray()
+    best = np.argmax(scores, axis=1).astype(np.int64)  # ties: the lower leaf
+    empty = np.diff(new.indptr) == 0
+    placed = np.concatenate([tree.C[-1].indices, best[~empty]]).astype(np.int64)
+    sizes = np.bincount(placed, minlength=n_leaves)
+    for i in np.flatnonzero(empty):  # no features: the smallest leaf, then the lower id
+        best[i] = int(np.argmin(sizes))
+        sizes[best[i]] += 1
+    return best
+
+
+def grow_tree(base: LabelTree, Z: sp.csr_matrix, cfg: TreeConfig) -> tuple[LabelTree, Growth]:
+    """``base`` with the labels ``base.n_labels .. Z.shape[0] - 1`` placed (see the module
+    doc) -> the grown tree and what was done. ``Z``: csr (n_labels, d), the warm start's label
+    features (rows of known labels first)."""
+    Z = sp.csr_matrix(Z)
+    if Z.shape[0] < base.n_labels:
+        raise InputError(
+            None, f"{Z.shape[0]} label feature rows for a base tree of {base.n_labels} labels",
+            "give the features of every label, the base tree's first (LabelIndex.extended)",
+        )  # fmt: skip
+    if base.depth == 1:  # labels straight under the root: a flat tree, or a cold one
+        new = np.zeros(Z.shape[0] - base.n_labels, dtype=np.int64)
+        if Z.shape[0] <= cfg.max_leaf_size:
+            tree = LabelTree([_assign(np.zeros(Z.shape[0], np.int64), 1)], cfg)
+            return tree, Growth(new, [], {} if len(new) else {0: 0})
+        tree = LabelTree.build(Z, cfg)
+        return tree, Growth(tree.label_to_cluster(-2)[base.n_labels :], [0], {})
+    leaf_of = np.concatenate([base.C[-1].indices.astype(np.int64), place_new_labels(base, Z)])
+    n_leaves = base.C[-1].shape[1]
+    parent_of = base.C[-2].indices.astype(np.int64)
+    members = [np.flatnonzero(leaf_of == k) for k in range(n_leaves)]
+    grown_leaf = np.empty(len(leaf_of), dtype=np.int64)
+    parents: list[int] = []
+    split: list[int] = []
+    kept: dict[int, int] = {}
+    for k, labels in enumerate(members):
+        pieces = _pieces(labels, Z, cfg) if len(labels) > cfg.max_leaf_size else [labels]
+        if len(pieces) > 1:
+            split.append(k)
+        elif np.all(labels < base.n_labels):
+            kept[len(parents)] = k
+        for piece in pieces:
+            grown_leaf[piece] = len(parents)
+            parents.append(int(parent_of[k]))
+    C = [*base.C[:-2], _assign(np.array(parents), base.C[-2].shape[1])]
+    grown = LabelTree([*C, _assign(grown_leaf, len(parents))], cfg)
+    return grown, Growth(grown_leaf[base.n_labels :], split, kept)
+
+
+def _pieces(labels: np.ndarray, Z: sp.csr_matrix, cfg: TreeConfig) -> list[np.ndarray]:
+    """``labels`` cut into leaves of at most ``max_leaf_size`` by balanced spherical 2-means
+    (:meth:`LabelTree.build` on their features), in the sub-tree's leaf order."""
+    sub = LabelTree.build(sp.csr_matrix(Z[labels]), cfg)
+    leaf = sub.C[-1].indices
+    return [labels[leaf == j] for j in range(sub.C[-1].shape[1])]
