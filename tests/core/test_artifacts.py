@@ -109,3 +109,22 @@ def test_atomic_outputs_get_umask_permissions_not_private_ones(tmp_path: Path) -
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "f.json").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+
+
+def test_npy_headers_are_parsed_under_one_lock(tmp_path: Path) -> None:
+    """CPython 3.11 < 3.11.8 fails ast.parse on two threads at once (gh-106905); numpy parses
+    .npy headers with it, so xmc_core.storage wraps numpy's header reader in a lock."""
+    import threading
+
+    from xmc_core.storage import npy_lock, npz_guard  # noqa: F401  (importing installs it)
+
+    np.save(tmp_path / "a.npy", np.arange(3))
+    assert npy_lock.install() and npy_lock.install()  # wrapping twice wraps once
+    done: list[np.ndarray] = []
+    reader = threading.Thread(target=lambda: done.append(np.load(tmp_path / "a.npy")))
+    with npy_lock.HEADER_LOCK:
+        reader.start()
+        reader.join(timeout=0.5)
+        assert not done  # waiting for the header lock
+    reader.join(timeout=30)
+    assert [a.tolist() for a in done] == [[0, 1, 2]]

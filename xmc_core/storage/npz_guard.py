@@ -27,6 +27,9 @@ import scipy.sparse as sp
 
 from xmc_core.errors import InputError, XmcError
 from xmc_core.progress import byte_size
+from xmc_core.storage import npy_lock
+
+npy_lock.install()  # every .npy header this process reads: one thread at a time (see npy_lock)
 
 MEMORY_BUDGET_ENV = "XMC_MEMORY_BUDGET_GB"
 MEMORY_SHARE = 0.5
