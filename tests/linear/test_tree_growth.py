@@ -70,3 +70,11 @@ def test_a_flat_base_stays_flat_until_it_outgrows_a_leaf() -> None:
 def test_fewer_feature_rows_than_base_labels_is_refused() -> None:
     with pytest.raises(InputError, match="label feature rows"):
         grow_tree(BASE, sp.csr_matrix(np.ones((3, 4), np.float32)), TreeConfig())
+
+
+def test_placement_is_the_same_scored_a_label_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import xmc_core.linear.tree_growth as growth
+
+    Z = features([0, 0, 3, 0], [0, 0, 0, 0], [0, 1, 1, 0], [0.2, 0, 0, 0.9])
+    monkeypatch.setattr(growth, "CHUNK_ROWS", 1)
+    assert place_new_labels(BASE, Z).tolist() == [2, 0, 1, 3]

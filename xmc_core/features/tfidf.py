@@ -77,8 +77,8 @@ class TfidfVectorizer:
             .fill_null(-1)
             .to_numpy(zero_copy_only=False)
         )
-        df = np.where(found >= 0, stats.df[np.maximum(found, 0)], 1.0)
-        return self._fitted(stats, vocabulary, np.maximum(df, 1.0))
+        df = np.where(found >= 0, stats.df[np.maximum(found, 0)], 1.0)  # a held term: df >= 1
+        return self._fitted(stats, vocabulary, df)
 
     def _selected(self, stats: TermStats) -> np.ndarray:
         """Positions in ``stats`` of the terms the config keeps, in code-point order."""

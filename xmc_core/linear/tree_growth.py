@@ -23,6 +23,9 @@ from xmc_core.features.normalize import l2_normalize_rows
 from xmc_core.linear.tree import LabelTree
 from xmc_core.linear.tree import _assignment as _assign  # the same package's helper
 
+CHUNK_ROWS = 4096
+"""New labels scored against every leaf at a time (a dense block of this many rows)."""
+
 
 @dataclass(frozen=True)
 class Growth:
@@ -46,8 +49,11 @@ def place_new_labels(tree: LabelTree, Z: sp.csr_matrix) -> np.ndarray:
     """The base leaf of each new label (rows ``tree.n_labels ..`` of ``Z``): int64."""
     n_leaves = tree.C[-1].shape[1]
     new = l2_normalize_rows(sp.csr_matrix(Z[tree.n_labels :], dtype=np.float64))
-    scores = (new @ leaf_centroids(tree, Z).T).toarray()
-    best = np.argmax(scores, axis=1).astype(np.int64)  # ties: the lower leaf
+    centroids_t = leaf_centroids(tree, Z).T.tocsc()
+    best = np.empty(new.shape[0], dtype=np.int64)
+    for lo in range(0, new.shape[0], CHUNK_ROWS):  # dense scores a chunk of labels at a time
+        scores = (new[lo : lo + CHUNK_ROWS] @ centroids_t).toarray()
+        best[lo : lo + CHUNK_ROWS] = np.argmax(scores, axis=1)  # ties: the lower leaf
     empty = np.diff(new.indptr) == 0
     placed = np.concatenate([tree.C[-1].indices, best[~empty]]).astype(np.int64)
     sizes = np.bincount(placed, minlength=n_leaves)
@@ -77,7 +83,8 @@ def grow_tree(base: LabelTree, Z: sp.csr_matrix, cfg: TreeConfig) -> tuple[Label
     leaf_of = np.concatenate([base.C[-1].indices.astype(np.int64), place_new_labels(base, Z)])
     n_leaves = base.C[-1].shape[1]
     parent_of = base.C[-2].indices.astype(np.int64)
-    members = [np.flatnonzero(leaf_of == k) for k in range(n_leaves)]
+    order = np.argsort(leaf_of, kind="stable")  # each leaf's labels, ascending
+    members = np.split(order, np.cumsum(np.bincount(leaf_of, minlength=n_leaves))[:-1])
     grown_leaf = np.empty(len(leaf_of), dtype=np.int64)
     parents: list[int] = []
     split: list[int] = []
