@@ -14,7 +14,10 @@ Deployed with a cron schedule by ``prefect.yaml`` (deployment ``retrain/retrain`
    cached stages are reused where their inputs did not change: featurization, model,
    evaluation, MLflow tracking, registration and the gated promotion of the new version. The
    corpus keeps the lineage of the one it follows (``xmc_core.corpus.lineage``), so its model
-   keeps that lineage's name (``registry.model_name``'s ``{dataset}``) and champion.
+   keeps that lineage's name (``registry.model_name``'s ``{dataset}``) and champion. The
+   training starts warm from that champion when it can (``retrain.warm_start``,
+   ``retrain.cold_every``: ``xmc_core.serving.registry.warm_start`` says when and from which
+   model, ``xmc_core.families.warm`` what is kept), else cold; the run log says which and why.
 
 Every run ends Completed with a message saying what happened (``P@1 79.33% — version 3 promoted
 to xmc-reuters@champion; ...``, ``nothing to do: corpus <fingerprint> already trained``) and is
@@ -39,6 +42,7 @@ from flows.runtime import config_flow_main, configured
 from flows.train import train_pipeline
 from tasks.landing import mark_trained, take_in_drops
 from tasks.outcome import retrain_state
+from tasks.warm_start import plan_warm_start
 from xmc_core.config import XmcConfig
 
 
@@ -65,7 +69,9 @@ def _retrain(cfg: XmcConfig) -> dict[str, Any]:
         return {"intake": intake, "trained": False}
     data = cfg.data.model_copy(update={"dataset": Path(intake["corpus"])})
     train_cfg = cfg.model_copy(update={"data": data})
-    outputs = configured(train_pipeline, train_cfg)(train_cfg, intake)
+    start = plan_warm_start(train_cfg, intake["corpus"], work)
+    print(f"start: {start['reason']}")
+    outputs = configured(train_pipeline, train_cfg)(train_cfg, intake, start)
     mark_trained(intake["corpus"], outputs, work)
     return {"intake": intake, "trained": True, "outputs": outputs}
 

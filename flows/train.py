@@ -35,18 +35,22 @@ from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import features_summary, read_json
 from xmc_core.families.common import METRICS_FILE
 from xmc_core.families.train import check_corpus, check_dataset, train_graph
+from xmc_core.families.warm import WarmBase
 from xmc_core.lifecycle.artifacts import ModelFolder
 from xmc_core.lifecycle.graph import RunContext, lifecycle_graph
 from xmc_core.model.model_folder import publish_model_folder
 
 
 @flow(name="train-pipeline", log_prints=True)
-def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict[str, str]:
+def train_pipeline(
+    cfg: XmcConfig, intake: dict[str, Any] | None = None, start: dict[str, Any] | None = None
+) -> dict[str, str]:
     """The family's stage graph (``xmc_core.families.train.train_graph``) as cached tasks, then
     the lifecycle stages (``xmc_core.lifecycle.graph``, the ones ``xmc train --track`` runs);
-    returns the artifact folders.
+    returns the artifact folders and ``start`` (warm or cold, and why).
 
-    ``intake``: what the retrain flow's intake did, shown in the run report (None: not shown).
+    ``intake``: what the retrain flow's intake did, shown in the run report (None: not shown);
+    ``start``: the retrain flow's start plan (``StartPlan.to_dict``; None: cold).
     """
     work = str(Path(cfg.work_dir).resolve())
     if cfg.data.dataset is not None:
@@ -57,11 +61,14 @@ def train_pipeline(cfg: XmcConfig, intake: dict[str, Any] | None = None) -> dict
         )
     check_corpus(Corpus(corpus_dir), cfg)
     run = PrefectRunner(work, level_cluster=cfg.dask)  # levels on dask.address when set
+    base = (start or {}).get("base")
     handles = train_graph(
         run, run.source(Corpus, corpus_dir), cfg,
         on_featurized=lambda feats: print(features_summary(run.paths(feats))),
+        warm=None if base is None else WarmBase.from_dict(base),
     )  # fmt: skip
     outputs = run.paths(handles)
+    outputs["start"] = str((start or {}).get("reason") or "cold")
     outputs["model"] = model_folder(outputs, cfg, work)
     outputs.update(lifecycle_stages(run, handles, outputs["model"], cfg, intake))
     return outputs

@@ -69,6 +69,13 @@ class RetrainConfig(Section):
 
     Folders default to ``<work_dir>/landing``, ``<work_dir>/quarantine`` (bad drops, with the
     reason) and ``<work_dir>/landing-archive`` (ingested drops); nothing is deleted.
+
+    ``warm_start``: a retrain starts from the champion of the corpus's lineage (the registry's
+    alias holder; without a registry, the model the last retrain trained) when the family can
+    (``xr_linear``) and the settings it was trained with are the same: its vocabulary, label ids
+    and label tree are kept and extended (``xmc_core.families.warm``). Every ``cold_every``-th
+    retrain of a lineage starts cold, which bounds how far the kept vocabulary and clusters
+    drift from what the grown corpus would give (1: always cold).
     """
 
     landing_dir: Path | None = None
@@ -78,6 +85,8 @@ class RetrainConfig(Section):
     on_empty: Literal["error", "drop"] = "error"
     on_unlabeled: Literal["error", "drop", "keep"] = "error"
     retrain_without_new_data: bool = False
+    warm_start: bool = True
+    cold_every: int = Field(5, ge=1, description="every cold_every-th retrain starts cold")
 
 
 class ServeConfig(Section):

@@ -14,6 +14,7 @@ from xmc_core.config import EvalConfig, PredictConfig, RankerConfig
 from xmc_core.evaluation import diagnostics
 from xmc_core.evaluation.diagnostics import (
     Diagnostics,
+    beam_recall_and_scores,
     beam_recall_per_level,
     k_curves,
     matcher_loss_history,
@@ -68,6 +69,14 @@ def test_beam_recall_loses_the_misleading_document() -> None:
     np.testing.assert_allclose(beam_recall_per_level(tiny_model(), X, Y, 4), [1.0, 1.0])
 
 
+@pytest.mark.parametrize("beam", [1, 2, 4])
+def test_the_recall_search_gives_the_models_own_top_k(beam: int) -> None:
+    scores = beam_recall_and_scores(tiny_model(), X, Y, beam)[1]
+    model = tiny_model()
+    model.predict_cfg = PredictConfig(beam_size=beam)
+    assert (scores != model.predict(X, topk=beam)).nnz == 0
+
+
 def test_squared_hinge_per_level_by_hand() -> None:
     # level 0, all 6 (doc, cluster) pairs: only doc 2 is wrong, by margin -2 twice: 9 + 9.
     # level 1, children of the true parent: doc 0 label 1 (s 0.5, y -1): 2.25; doc 1 label 2
@@ -75,7 +84,7 @@ def test_squared_hinge_per_level_by_hand() -> None:
     expected = [18 / 6, 6.5 / 6]
     np.testing.assert_allclose(training_loss_per_level(tiny_model(), X, Y), expected)
     # one document per chunk: same sums
-    chunked = training_loss_per_level(tiny_model(), X, Y, products_per_chunk=1)
+    chunked = training_loss_per_level(tiny_model(), X, Y, pairs_per_chunk=1)
     np.testing.assert_allclose(chunked, expected)
 
 

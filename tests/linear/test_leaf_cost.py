@@ -112,8 +112,8 @@ def test_the_leaf_level_is_trained_at_the_chosen_scale() -> None:
     X, Y, C, M = _problem(noise=0.5)
     tree = LabelTree(C=[sp.csr_matrix(np.ones((2, 1))), C])
     cfg = RankerConfig(leaf_cost_sample=1.0)
-    upper = [fit_level(X, Y, tree, 0, [], cfg, "l3-hinge")]
-    W = fit_level(X, Y, tree, 1, upper, cfg, "l3-hinge")
+    upper = [fit_level(X, Y, tree, 0, [], cfg, "l3-hinge")[0]]
+    W = fit_level(X, Y, tree, 1, upper, cfg, "l3-hinge")[0]
     expected = train_level(X, Y, C, M, cfg.model_copy(update={"Cp": 0.5, "Cn": 0.5}))
     assert abs(W - expected).nnz == 0
     assert abs(W - train_level(X, Y, C, M, cfg)).nnz > 0

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from xmc_core.config import EvalConfig, RankerConfig
 from xmc_core.evaluation.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.linear.beam import beam_search, beam_to_csr
+from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, score_level
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.storage.artifacts import read_meta, write_meta
@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from xmc_core.model.contract import Ranker
 
-PRODUCTS_PER_CHUNK = 1 << 22
-"""Soft cap on the multiply-adds (and so on the nonzeros) of one chunk's score product."""
+PAIRS_PER_CHUNK = 1 << 21
+"""Soft cap on the (document, node) pairs :func:`training_loss_per_level` scores at a time."""
 
 
 def k_curves(Y_true: sp.spmatrix, scores: Predictions, kmax: int) -> dict[str, list]:
@@ -62,13 +62,21 @@ def k_curves(Y_true: sp.spmatrix, scores: Predictions, kmax: int) -> dict[str, l
 def beam_recall_per_level(
     ranker: XRLinearModel, X: sp.csr_matrix, Y: sp.csr_matrix, beam_size: int
 ) -> list[float]:
+    """:func:`beam_recall_and_scores`' recalls."""
+    return beam_recall_and_scores(ranker, X, Y, beam_size)[0]
+
+
+def beam_recall_and_scores(
+    ranker: XRLinearModel, X: sp.csr_matrix, Y: sp.csr_matrix, beam_size: int
+) -> tuple[list[float], sp.csr_matrix]:
     """Per ranker level t: |relevant (doc, node) pairs in the beam| / |relevant pairs|.
 
     Runs the model's own beam search (its post-processor and bias) keeping ``beam_size`` nodes
     at every level, the last one included (there: the recall of the labels in the top
     ``beam_size``). ``X``: csr (n_docs, n_features) the model's input; ``Y``: csr (n_docs,
     n_labels). A node is relevant when it covers a relevant label. Returns one fraction per
-    level (0.0 for a level without relevant pairs).
+    level (0.0 for a level without relevant pairs), and the search's scores: csr (n_docs,
+    n_labels), what ``ranker.predict(X, topk=beam_size)`` gives.
     """
     _check_inputs(ranker, X, Y)
     if beam_size < 1:
@@ -84,8 +92,8 @@ def beam_recall_per_level(
         recalls.append(float(found / relevant.nnz) if relevant.nnz else 0.0)
 
     widths = [beam_size] * len(ranker.chunks_)
-    beam_search(X, ranker.chunks_, widths, post, bias, on_level=record)
-    return recalls
+    scores = beam_search(X, ranker.chunks_, widths, post, bias, on_level=record)
+    return recalls, scores
 
 
 def training_loss_per_level(
@@ -93,7 +101,7 @@ def training_loss_per_level(
     X: sp.csr_matrix,
     Y: sp.csr_matrix,
     cfg: RankerConfig | None = None,
-    products_per_chunk: int = PRODUCTS_PER_CHUNK,
+    pairs_per_chunk: int = PAIRS_PER_CHUNK,
 ) -> list[float]:
     """Per ranker level: the mean loss over its teacher-forced (doc, node) pairs.
 
@@ -102,27 +110,71 @@ def training_loss_per_level(
     ``x_i . W[:-1, j] + bias * W[-1, j]`` with the saved weights. The loss is ``cfg.loss``
     (default: the model's): squared hinge ``max(0, 1 - y s)^2`` or logistic
     ``log(1 + exp(-y s))``, unweighted (no Cp/Cn, no regularizer). ``X``: csr (n_docs,
-    n_features); ``Y``: csr (n_docs, n_labels). Documents are processed in chunks of at most
-    ``products_per_chunk`` multiply-adds, so memory stays bounded. 0.0 for a level without pairs.
+    n_features); ``Y``: csr (n_docs, n_labels). Only the pairs are scored (the beam search's
+    kernel with the relevant parents as the beam), documents in chunks of at most
+    ``pairs_per_chunk`` pairs, so time and memory follow the pairs, not documents x nodes.
+    0.0 for a level without pairs.
     """
     _check_inputs(ranker, X, Y)
     loss = (cfg or ranker.ranker).loss
     X = sp.csr_matrix(X, dtype=np.float32)
-    Y = sp.csr_matrix(Y)
-    C = ranker.tree_.C
-    feature_weights = [sp.csr_matrix(W[:-1]) for W in ranker.weights_]
-    biases = [ranker.ranker.bias * W[-1].toarray().ravel() for W in ranker.weights_]
-    totals = np.zeros(len(C))
-    counts = np.zeros(len(C), dtype=np.int64)
-    for rows in _chunks(X, feature_weights, products_per_chunk):
-        targets = level_targets(Y[rows], C)
-        for t in range(len(C)):
-            pairs = _teacher_forced_pairs(targets, C, t)
-            scores = _pair_scores(X[rows], feature_weights[t], biases[t], pairs)
-            y = 2.0 * _lookup(targets[t], pairs) - 1.0
+    targets = level_targets(sp.csr_matrix(Y), ranker.tree_.C)
+    totals = np.zeros(len(targets))
+    counts = np.zeros(len(targets), dtype=np.int64)
+    for t, level in enumerate(ranker.chunks_):
+        parents = _parents(targets, t, X.shape[0])
+        n_pairs = parents @ np.diff(level.child_ptr).astype(np.int64)
+        for rows in _chunks(n_pairs, pairs_per_chunk):
+            scores, y = _pair_scores(X[rows], parents[rows], targets[t][rows], level, ranker)
             totals[t] += _loss(scores * y, loss).sum()
-            counts[t] += pairs.nnz
+            counts[t] += scores.size
     return [float(s / n) if n else 0.0 for s, n in zip(totals, counts, strict=True)]
+
+
+def _parents(targets: list[sp.csr_matrix], t: int, n_docs: int) -> sp.csr_matrix:
+    """csr (n_docs, K_t) binary: each document's relevant parents at level t (the root: all)."""
+    if t == 0:
+        return sp.csr_matrix(np.ones((n_docs, 1), dtype=np.int64))
+    parents = binarize(targets[t - 1]).astype(np.int64)
+    parents.sort_indices()
+    return parents
+
+
+def _chunks(cost: np.ndarray, budget: int) -> Iterator[np.ndarray]:
+    """Consecutive row ranges whose ``cost`` sums to at most ``budget`` (>= 1 row each)."""
+    start, total = 0, 0
+    for i, c in enumerate(cost.tolist()):
+        if i > start and total + c > budget:
+            yield np.arange(start, i)
+            start, total = i, 0
+        total += c
+    if start < cost.size:
+        yield np.arange(start, cost.size)
+
+
+def _pair_scores(
+    X: sp.csr_matrix, parents: sp.csr_matrix, relevant: sp.csr_matrix, level: ChunkedLevel,
+    ranker: XRLinearModel,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(scores, labels +-1) of every child of every row's ``parents``: the raw scores of the
+    beam search's kernel (no post-processing) with those parents as the beam."""
+    widths = np.diff(parents.indptr)
+    beam = np.full((X.shape[0], max(int(widths.max(initial=0)), 1)), -1, dtype=np.int64)
+    beam[np.repeat(np.arange(X.shape[0]), widths), _ranks(parents.indptr)] = parents.indices
+    n_kids = int((parents @ np.diff(level.child_ptr).astype(np.int64)).max(initial=0))
+    ids, scores = score_level(
+        X, level, beam, np.ones(beam.shape, dtype=np.float32), max(n_kids, 1), "noop",
+        ranker.ranker.bias,
+    )  # fmt: skip
+    kept = ids >= 0
+    rows = np.repeat(np.arange(X.shape[0]), kept.sum(axis=1))
+    hit = sp.csr_matrix(relevant, dtype=np.float32)[rows, ids[kept]]
+    return scores[kept].astype(np.float64), 2.0 * (np.asarray(hit).ravel() > 0) - 1.0
+
+
+def _ranks(indptr: np.ndarray) -> np.ndarray:
+    """Each stored entry's position within its row."""
+    return np.arange(indptr[-1]) - np.repeat(indptr[:-1], np.diff(indptr))
 
 
 @dataclass(frozen=True)
@@ -162,58 +214,6 @@ def _check_inputs(ranker: XRLinearModel, X: sp.spmatrix, Y: sp.spmatrix) -> None
         raise ValueError(f"X has {X.shape[1]} features, the model {ranker.n_features_}")
     if Y.shape != (X.shape[0], ranker.n_labels):
         raise ValueError(f"Y has shape {Y.shape}, expected ({X.shape[0]}, {ranker.n_labels})")
-
-
-def _chunks(X: sp.csr_matrix, weights: list[sp.csr_matrix], budget: int) -> Iterator[np.ndarray]:
-    """Consecutive row ranges of X whose score products cost at most ``budget`` (>= 1 row).
-
-    A document's cost is the number of multiply-adds of ``x @ W`` summed over the levels:
-    for each of its features, the nonzeros of that feature's row in every W.
-    """
-    row_nnz = sum(np.diff(W.indptr) for W in weights)
-    pattern = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
-    cost = pattern @ row_nnz.astype(np.float64) + sum(W.shape[1] for W in weights)
-    start, total = 0, 0.0
-    for i, c in enumerate(cost):
-        if i > start and total + c > budget:
-            yield np.arange(start, i)
-            start, total = i, 0.0
-        total += c
-    if start < X.shape[0]:
-        yield np.arange(start, X.shape[0])
-
-
-def _teacher_forced_pairs(
-    targets: list[sp.csr_matrix], C: list[sp.csr_matrix], t: int
-) -> sp.csr_matrix:
-    """csr (n_docs, K_{t+1}) binary, canonical: the nodes whose parent is relevant."""
-    root = sp.csr_matrix(np.ones((targets[0].shape[0], 1), dtype=np.float32))
-    parents = root if t == 0 else targets[t - 1]
-    pairs = binarize(parents @ sp.csr_matrix(C[t]).T)
-    pairs.sort_indices()
-    return pairs
-
-
-def _lookup(M: sp.csr_matrix, pairs: sp.csr_matrix) -> np.ndarray:
-    """Values of ``M`` at the stored entries of canonical ``pairs`` (0 where M has none)."""
-    M = sp.csr_matrix(M, copy=True)
-    M.sum_duplicates()
-    n_cols = M.shape[1]
-    if M.nnz == 0 or pairs.nnz == 0:
-        return np.zeros(pairs.nnz)
-    m_keys = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr)) * n_cols
-    m_keys += M.indices
-    p_keys = np.repeat(np.arange(pairs.shape[0], dtype=np.int64), np.diff(pairs.indptr)) * n_cols
-    p_keys += pairs.indices
-    at = np.minimum(np.searchsorted(m_keys, p_keys), len(m_keys) - 1)
-    return np.where(m_keys[at] == p_keys, M.data[at], 0.0).astype(np.float64)
-
-
-def _pair_scores(
-    X: sp.csr_matrix, W: sp.csr_matrix, bias: np.ndarray, pairs: sp.csr_matrix
-) -> np.ndarray:
-    """Scores (n_pairs,) of the pairs: ``X @ W`` (csr (n, d) @ csr (d, K)) plus ``bias`` (K,)."""
-    return _lookup(X @ W, pairs) + bias[pairs.indices]
 
 
 def _loss(margins: np.ndarray, kind: str) -> np.ndarray:
@@ -276,14 +276,19 @@ class Diagnostics:
                     f"{len(rows):,}", f"{feats.X.shape[0]:,}",
                 )  # fmt: skip
             X, Y = feats.X[rows], feats.Y[rows]
-            scores = ranker.predict(X, topk=kmax)
+            if tree and beam_size == kmax:  # one beam search gives the recalls and top-k
+                recalls, scores = beam_recall_and_scores(ranker, X, Y, beam_size)
+                out["beam_recall"][split] = recalls
+            else:
+                scores = ranker.predict(X, topk=kmax)
             out["n_docs"][split] = len(rows)
             out["k_curves"][split] = k_curves(Y, scores, kmax)
             out["recall_by_frequency"][split] = recall_by_frequency(
                 Y, scores, label_counts, k_recall
             )
             if isinstance(ranker, XRLinearModel):
-                out["beam_recall"][split] = beam_recall_per_level(ranker, X, Y, beam_size)
+                if split not in out["beam_recall"]:
+                    out["beam_recall"][split] = beam_recall_per_level(ranker, X, Y, beam_size)
                 out["training_loss"][split] = training_loss_per_level(ranker, X, Y)
         history = matcher_loss_history(matcher_checkpoints)
         out["matcher_loss"] = {str(level): points for level, points in history.items()}

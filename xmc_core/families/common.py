@@ -49,13 +49,17 @@ def build_tree(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
 def train_level(
     train: SplitFeatures, tree: LabelTree, above: list[LevelRankers], level: int,
     ranker: RankerConfig, post_processor: str, shortlists: MatcherShortlists | None = None,
+    leaf_scale: float | None = None,
 ) -> LevelRankers:  # fmt: skip
     """The rankers of tree level ``level`` given the levels above; ``shortlists``: an external
-    matcher's extra parents per level (XR-Transformer's final ranker), or None."""
+    matcher's extra parents per level (XR-Transformer's final ranker), or None; ``leaf_scale``:
+    the leaf level's cost scale (a warm start's, from its champion), None: chosen here."""
     extra = None if shortlists is None else shortlists.level(level)
     trained = [a.W for a in above]
-    W = fit_level(train.X, train.Y, tree, level, trained, ranker, post_processor, extra)
-    return LevelRankers(W, level)
+    W, scale = fit_level(
+        train.X, train.Y, tree, level, trained, ranker, post_processor, extra, leaf_scale
+    )
+    return LevelRankers(W, level, scale)
 
 
 def diagnose(
@@ -76,7 +80,7 @@ def level_ranker(
 ) -> XRLinearModel:  # fmt: skip
     """The XR ranker assembled from its tree and its levels, trained one task each."""
     return XRLinearModel(ranker, predict).set_levels(
-        tree, [level.W for level in levels], train.X.shape[1]
+        tree, [level.W for level in levels], train.X.shape[1], levels[-1].cost_scale
     )
 
 
@@ -123,15 +127,19 @@ def ranker_levels(
     cfg: XmcConfig,
     shortlists: Any = None,
     prefix: str = "train",
+    leaf_scale: float | None = None,
 ) -> list[Any]:
-    """One LEVEL call per tree level, coarse to fine (each needs the ones above)."""
+    """One LEVEL call per tree level, coarse to fine (each needs the ones above);
+    ``leaf_scale``: the leaf level's cost scale when it is not to be chosen (a warm start)."""
     levels: list[Any] = []
-    for t in range(run.value(tree).depth):
+    depth = run.value(tree).depth
+    for t in range(depth):
+        kept = {"leaf_scale": leaf_scale} if leaf_scale is not None and t == depth - 1 else {}
         levels.append(
             run(
                 LEVEL, label=f"{prefix}-level-{t}", train=train, tree=tree,
                 above=list(levels), level=t, ranker=cfg.ranker,
-                post_processor=cfg.predict.post_processor, shortlists=shortlists,
+                post_processor=cfg.predict.post_processor, shortlists=shortlists, **kept,
             )
         )  # fmt: skip
     return levels

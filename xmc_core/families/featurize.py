@@ -12,6 +12,7 @@ from typing import Any
 from xmc_core.config import LabelFeaturesConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
+from xmc_core.families.warm import LABEL_INDEX_WARM, VOCABULARY_WARM, WarmHandles
 from xmc_core.features import stages
 from xmc_core.features.counts import TermCounts
 from xmc_core.features.label_features import LabelFeatures
@@ -72,9 +73,12 @@ SPLIT = Stage(
 )  # fmt: skip
 
 
-def featurize_graph(run: Runner, corpus: Any, cfg: XmcConfig) -> dict[str, Any]:
+def featurize_graph(
+    run: Runner, corpus: Any, cfg: XmcConfig, warm: WarmHandles | None = None
+) -> dict[str, Any]:
     """Every featurization stage of the dataset behind handle ``corpus``; returns the handles
-    ``vectorizer``, ``label_index``, ``label_features``, ``train``, ``test``."""
+    ``vectorizer``, ``label_index``, ``label_features``, ``train``, ``test``. ``warm``: the
+    champion a warm start extends the vocabulary and label index of (:mod:`.warm`)."""
     refs = {s: run.value(corpus).partitions(s) for s in SPLITS}
     names = {s: [f"{s}-{r.row_group}" for r in refs[s]] for s in SPLITS}
     counts = {
@@ -84,14 +88,14 @@ def featurize_graph(run: Runner, corpus: Any, cfg: XmcConfig) -> dict[str, Any]:
         )
         for s in SPLITS
     }  # fmt: skip
-    vectorizer = run(
-        VOCABULARY,
-        label="fit-vocabulary",
-        counts=counts["train"],
-        tfidf=cfg.tfidf,
-        tokenizer=cfg.tokenizer,
-    )
-    index = run(LABEL_INDEX, corpus=corpus)
+    settings = {"counts": counts["train"], "tfidf": cfg.tfidf, "tokenizer": cfg.tokenizer}
+    if warm is None:
+        vectorizer = run(VOCABULARY, label="fit-vocabulary", **settings)
+        index = run(LABEL_INDEX, corpus=corpus)
+    else:
+        vectorizer = run(VOCABULARY_WARM, label="extend-vocabulary", base=warm.vectorizer,
+                         **settings)  # fmt: skip
+        index = run(LABEL_INDEX_WARM, label="extend-label-index", corpus=corpus, base=warm.labels)
     parts = {
         s: run.map(
             PARTITION, {"ref": refs[s], "counts": counts[s]},

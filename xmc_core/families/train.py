@@ -12,11 +12,12 @@ from typing import Any
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.reader import read_manifest
-from xmc_core.errors import InputError
+from xmc_core.errors import InputError, XmcError
 from xmc_core.families.common import evaluated
 from xmc_core.families.configured import trained_families
 from xmc_core.families.featurize import featurize_graph
 from xmc_core.families.matrices import matrix_graph
+from xmc_core.families.warm import WarmBase, WarmHandles, warm_handles
 from xmc_core.features.matrices import MatrixFiles
 from xmc_core.model import registry
 from xmc_core.stages.graph import InProcessRunner, Runner
@@ -51,38 +52,54 @@ def train_graph(
     corpus: Any,
     cfg: XmcConfig,
     on_featurized: Callable[[dict[str, Any]], None] | None = None,
+    warm: WarmBase | None = None,
 ) -> dict[str, Any]:
     """Featurize the dataset behind handle ``corpus``, then the configured family's stages;
     returns every output's handle (``corpus`` included). ``on_featurized``: called with the
-    featurize graph's handles before the family's stages start (a progress line)."""
-    feats = {"corpus": corpus, **featurize_graph(run, corpus, cfg)}
+    featurize graph's handles before the family's stages start (a progress line). ``warm``:
+    the model a warm start starts from (:mod:`xmc_core.families.warm`; a family that cannot
+    start warm refuses it)."""
+    family = registry.family(cfg.model.kind)
+    if warm is not None and not family.warm_start:
+        raise XmcError(f"{family.name} cannot start warm: retrain it cold")
+    handles = None if warm is None else warm_handles(run, warm)
+    feats = {"corpus": corpus, **featurize_graph(run, corpus, cfg, handles)}
     if on_featurized is not None:
         on_featurized(feats)
-    return family_graph(run, feats, cfg)
+    return family_graph(run, feats, cfg, handles)
 
 
-def family_graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
-    """The configured family's stages on featurized handles ``feats``, then the frame's common
-    ending (the model's evaluation on the test split); returns ``feats`` and every output's
-    handle."""
-    return {**feats, **evaluated(run, registry.family(cfg.model.kind).graph(run, feats, cfg), cfg)}
+def family_graph(
+    run: Runner, feats: dict[str, Any], cfg: XmcConfig, warm: WarmHandles | None = None
+) -> dict[str, Any]:
+    """The configured family's stages on featurized handles ``feats`` (``warm``: from a
+    champion's parts), then the frame's common ending (the model's evaluation on the test
+    split); returns ``feats`` and every output's handle."""
+    graph = registry.family(cfg.model.kind).graph
+    outs = graph(run, feats, cfg) if warm is None else graph(run, feats, cfg, warm=warm)
+    return {**feats, **evaluated(run, outs, cfg)}
 
 
-def train_in_process(corpus: Corpus, cfg: XmcConfig) -> dict[str, Any]:
-    """:func:`train_graph` in this process; returns the output objects (``model``: the
-    ``XmcModel``, ``evaluation``: its test ``Metrics``, ``train``/``test``: the featurized
-    splits, ...) and ``stages``: the run's :class:`~xmc_core.stages.graph.StageTally`."""
-    run, handles = train_handles(corpus, cfg)
+def train_in_process(
+    corpus: Corpus, cfg: XmcConfig, warm: WarmBase | None = None
+) -> dict[str, Any]:
+    """:func:`train_graph` in this process (``warm``: starting from that model); returns the
+    output objects (``model``: the ``XmcModel``, ``evaluation``: its test ``Metrics``,
+    ``train``/``test``: the featurized splits, ...) and ``stages``: the run's
+    :class:`~xmc_core.stages.graph.StageTally`."""
+    run, handles = train_handles(corpus, cfg, warm)
     return {**values_of(run, handles), "stages": run.tally}
 
 
-def train_handles(corpus: Corpus, cfg: XmcConfig) -> tuple[InProcessRunner, dict[str, Any]]:
+def train_handles(
+    corpus: Corpus, cfg: XmcConfig, warm: WarmBase | None = None
+) -> tuple[InProcessRunner, dict[str, Any]]:
     """:func:`train_graph` in this process -> the runner and the outputs' handles (what the
     lifecycle graph goes on from: ``xmc train --track``)."""
     check_corpus(corpus, cfg)
     start = time.perf_counter()
     run = InProcessRunner(str(cfg.work_dir))
-    handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg)
+    handles = train_graph(run, run.source(Corpus, str(corpus.path)), cfg, warm=warm)
     log.debug("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
     return run, handles
 

@@ -48,9 +48,29 @@ def fit_vectorizer(
     return TfidfVectorizer(tfidf, tokenizer).fit_stats(stats)
 
 
+def extend_vectorizer(
+    counts: Iterable[TermCounts], base: TfidfVectorizer, tfidf: TfidfConfig,
+    tokenizer: TokenizerConfig,
+) -> TfidfVectorizer:  # fmt: skip
+    """A warm start's vocabulary: ``base``'s columns, then the new terms the training
+    partitions' counts select (:meth:`TfidfVectorizer.extend_stats`)."""
+    stats = TermStats.merge([c.stats() for c in counts])
+    return TfidfVectorizer(tfidf, tokenizer).extend_stats(stats, base)
+
+
 def fit_label_index(corpus: Corpus) -> LabelIndex:
     """Every label that occurs in the training split."""
-    return LabelIndex.from_label_lists(
+    return LabelIndex.from_label_lists(_train_labels(corpus))
+
+
+def extend_label_index(corpus: Corpus, base: LabelIndex) -> LabelIndex:
+    """A warm start's label index: ``base``'s labels keep their ids, the training split's new
+    labels follow (:meth:`LabelIndex.extended`)."""
+    return LabelIndex.extended(base, _train_labels(corpus))
+
+
+def _train_labels(corpus: Corpus) -> Iterable[pa.ChunkedArray]:
+    return (
         corpus.read_partition(r, ["labels"]).column("labels") for r in corpus.partitions("train")
     )
 

@@ -35,21 +35,25 @@ def fit_level(
     cfg: RankerConfig,
     post_processor: str,
     extra_parents: sp.csr_matrix | None = None,
-) -> sp.csc_matrix:
-    """Rankers of tree level ``t`` given the levels above (``trained``, for matcher negatives).
+    leaf_scale: float | None = None,
+) -> tuple[sp.csc_matrix, float]:
+    """Rankers of tree level ``t`` given the levels above (``trained``, for matcher negatives),
+    and the scale of the costs they were trained with.
 
     ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels); ``extra_parents``: csr
     (n_docs, K_t) binary, more parents per document to train with (e.g. an external matcher's
-    clusters). Returns W: csc (n_features + 1, K_{t+1}), the last row holding the bias weights.
-    The leaf level's costs are scaled as :func:`~xmc_core.linear.leaf_cost.choose_leaf_cost`
-    chooses (``cfg.leaf_cost_scales``).
+    clusters). Returns (W, scale): W csc (n_features + 1, K_{t+1}), the last row holding the
+    bias weights. The leaf level's costs are scaled by ``leaf_scale`` when given (a warm start
+    keeps its champion's), else as :func:`~xmc_core.linear.leaf_cost.choose_leaf_cost` chooses
+    (``cfg.leaf_cost_scales``); the other levels' by 1.
     """
     if len(trained) != t:
         raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
     targets, M = level_problems(X, Y, tree.C, t, trained, cfg, post_processor, extra_parents)
     R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
+    scale = 1.0
     if t == tree.depth - 1:
-        scale = choose_leaf_cost(X, targets[t], tree.C[t], M, cfg, R).scale
+        scale = leaf_scale or choose_leaf_cost(X, targets[t], tree.C[t], M, cfg, R).scale
         cfg = cfg.model_copy(update={"Cp": cfg.Cp * scale, "Cn": cfg.Cn * scale})
     start = time.perf_counter()
     W = train_level(X, targets[t], tree.C[t], M, cfg, R, what=f"level {t}")
@@ -57,7 +61,7 @@ def fit_level(
         "level %d: %d nodes under %d parents, %d (doc, parent) pairs, W nnz %d, %.1f s",
         t, tree.C[t].shape[0], tree.C[t].shape[1], M.nnz, W.nnz, time.perf_counter() - start,
     )  # fmt: skip
-    return W
+    return W, scale
 
 
 class XRLinearModel:
@@ -87,14 +91,23 @@ class XRLinearModel:
         if Y.shape[1] != tree.C[-1].shape[0]:
             raise ValueError(f"Y has {Y.shape[1]} labels, the tree {tree.C[-1].shape[0]}")
         weights: list[sp.csc_matrix] = []
-        post = self.predict_cfg.post_processor
+        post, scale = self.predict_cfg.post_processor, 1.0
         for t in range(tree.depth):
             extra = None if negatives is None else negatives.level(t)
-            weights.append(fit_level(X, Y, tree, t, weights, self.ranker, post, extra))
-        return self.set_levels(tree, weights, X.shape[1])
+            W, scale = fit_level(X, Y, tree, t, weights, self.ranker, post, extra)
+            weights.append(W)
+        return self.set_levels(tree, weights, X.shape[1], scale)
 
-    def set_levels(self, tree: LabelTree, weights: list[sp.csc_matrix], n_features: int) -> Self:
-        """Assemble a model from levels trained elsewhere (e.g. one orchestrated task each)."""
+    def set_levels(
+        self,
+        tree: LabelTree,
+        weights: list[sp.csc_matrix],
+        n_features: int,
+        leaf_cost_scale: float | None = None,
+    ) -> Self:
+        """Assemble a model from levels trained elsewhere (e.g. one orchestrated task each);
+        ``leaf_cost_scale``: the scale of Cp and Cn the leaf level was trained with, when known
+        (a warm start from this model keeps it)."""
         if len(weights) != tree.depth:
             raise ValueError(f"{len(weights)} weight matrices for a tree of depth {tree.depth}")
         for t, W in enumerate(weights):
@@ -103,6 +116,7 @@ class XRLinearModel:
         self.tree_ = tree
         self.weights_ = [sp.csc_matrix(W, dtype=np.float32) for W in weights]
         self.n_features_ = n_features
+        self.leaf_cost_scale_ = leaf_cost_scale
         self.chunks_ = [ChunkedLevel.build(W, tree.C[t]) for t, W in enumerate(self.weights_)]
         return self
 
@@ -135,17 +149,16 @@ class XRLinearModel:
         self.tree_.save(folder / "tree")
         for t, W in enumerate(self.weights_):
             save_csr(folder / f"W{t}.npz", W.tocsr())
-        write_meta(
-            folder,
-            "XRLinearModel",
-            {
-                "ranker": self.ranker.model_dump(mode="json"),
-                "predict": self.predict_cfg.model_dump(mode="json"),
-                "n_features": self.n_features_,
-                "n_labels": self.n_labels,
-                "depth": self.tree_.depth,
-            },
-        )
+        fields = {
+            "ranker": self.ranker.model_dump(mode="json"),
+            "predict": self.predict_cfg.model_dump(mode="json"),
+            "n_features": self.n_features_,
+            "n_labels": self.n_labels,
+            "depth": self.tree_.depth,
+        }
+        if self.leaf_cost_scale_ is not None:  # absent: not known (trained outside a level)
+            fields["leaf_cost_scale"] = self.leaf_cost_scale_
+        write_meta(folder, "XRLinearModel", fields)
 
     @classmethod
     def load(cls, folder: str | Path) -> Self:
@@ -159,23 +172,33 @@ class XRLinearModel:
         with meta_fields(folder):
             model = cls(RankerConfig(**meta["ranker"]), PredictConfig(**meta["predict"]))
             depth, n_features = int(meta["depth"]), int(meta["n_features"])
+            scale = meta.get("leaf_cost_scale")  # absent: saved before xmc recorded it
+            scale = None if scale is None else _positive(float(scale))
         tree = LabelTree.load(folder / "tree")
         if tree.depth != depth:
             raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {depth}")
         weights = [load_csr(folder / f"W{t}.npz").tocsc() for t in range(tree.depth)]
         try:
-            return model.set_levels(tree, weights, n_features)
+            return model.set_levels(tree, weights, n_features, scale)
         except ValueError as err:
             raise ArtifactError(folder, f"inconsistent model: {err}") from err
+
+
+def _positive(value: float) -> float:
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"leaf_cost_scale {value} is not a positive number")
+    return value
 
 
 @dataclass(frozen=True)
 class LevelRankers:
     """The rankers of one tree level, trained on its own (one orchestrated task per level):
-    ``W`` csc (n_features + 1, K_{level+1}), the last row the bias weights."""
+    ``W`` csc (n_features + 1, K_{level+1}), the last row the bias weights; ``cost_scale``:
+    the scale of Cp and Cn they were trained with."""
 
     W: sp.csc_matrix
     level: int
+    cost_scale: float = 1.0
 
     def save(self, folder: str | Path) -> None:
         """``W.npz`` + ``meta.json``."""
@@ -185,8 +208,11 @@ class LevelRankers:
         write_meta(
             folder,
             "LevelRankers",
-            {"level": self.level, "shape": list(self.W.shape), "nnz": int(self.W.nnz)},
-        )
+            {
+                "level": self.level, "shape": list(self.W.shape), "nnz": int(self.W.nnz),
+                "cost_scale": self.cost_scale,
+            },
+        )  # fmt: skip
 
     @classmethod
     def load(cls, folder: str | Path) -> LevelRankers:
@@ -195,4 +221,5 @@ class LevelRankers:
         meta = read_meta(folder, "LevelRankers")
         with meta_fields(folder):
             level = int(meta["level"])
-        return cls(load_csr(folder / "W.npz").tocsc(), level)
+            scale = _positive(float(meta.get("cost_scale", 1.0)))
+        return cls(load_csr(folder / "W.npz").tocsc(), level, scale)

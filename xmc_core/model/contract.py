@@ -146,7 +146,8 @@ class Family:
     ``contract_settings``: the ``--set`` items that size it for the contract tests' 300-document
     corpus (``{encoder}`` stands for a tiny local transformer encoder's folder);
     ``config_position``: where a built-in's section comes among the families' sections of the
-    config (``xmc dump-config``), lower first, ties by name.
+    config (``xmc dump-config``), lower first, ties by name; ``warm_start``: its graph takes
+    ``warm=`` (:class:`xmc_core.families.warm.WarmHandles`) and can start from a champion.
     """
 
     name: str
@@ -161,6 +162,7 @@ class Family:
     members: Callable[[XmcConfig], Sequence[Member]] | None = None
     contract_settings: Sequence[str] = ()
     config_position: int = 100
+    warm_start: bool = False
 
 
 @dataclass(frozen=True)

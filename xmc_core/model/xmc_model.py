@@ -67,7 +67,9 @@ class XmcModel:
     """``vectorizer`` + ``labels`` + ``encoder`` + ``ranker`` of family ``family``;
     ``label_counts``: (n_labels,) training frequency; ``n_train_docs``: training documents.
     ``vectorizer``: TF-IDF, or :class:`~xmc_core.features.matrices.GivenFeatures` for a model
-    trained on feature matrices (it predicts from features only)."""
+    trained on feature matrices (it predicts from features only). ``start``: how its training
+    started, when it was a warm start (``xmc_core.families.warm``: the champion it started
+    from and what it reused); None: from nothing (cold)."""
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class XmcModel:
         ranker: Ranker,
         label_counts: np.ndarray,
         n_train_docs: int,
+        start: dict[str, Any] | None = None,
     ) -> None:
         if len(labels) != ranker.n_labels or len(label_counts) != len(labels):
             raise ValueError(
@@ -91,13 +94,14 @@ class XmcModel:
         self.ranker = ranker
         self.label_counts = label_counts
         self.n_train_docs = n_train_docs
+        self.start = start
         self._cut_logged = False
 
     def with_encoder(self, encoder: Encoder) -> XmcModel:
         """This model with another encoder (e.g. the same weights on another runtime)."""
         return XmcModel(
             self.family, self.vectorizer, self.labels, encoder, self.ranker, self.label_counts,
-            self.n_train_docs,
+            self.n_train_docs, self.start,
         )  # fmt: skip
 
     def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
@@ -218,6 +222,8 @@ class XmcModel:
         }
         if not isinstance(self.vectorizer, TfidfVectorizer):  # absent: TF-IDF (older folders)
             fields["vectorizer"] = type(self.vectorizer).__name__
+        if self.start is not None:  # absent: a cold start (or saved before xmc recorded it)
+            fields["start"] = self.start
         write_meta(folder, "XmcModel", fields)
 
     @classmethod
@@ -241,6 +247,7 @@ class XmcModel:
             ranker_cls.load(folder / "ranker"),
             load_arrays(folder / "label_counts.npz")["counts"],
             layout["n_train_docs"],
+            layout.get("start"),
         )
 
 
@@ -299,6 +306,13 @@ def load_ranker(folder: str | Path) -> tuple[Ranker, np.ndarray]:
     return ranker, load_arrays(folder / "label_counts.npz")["counts"]
 
 
+def _start_record(value: Any) -> dict[str, Any] | None:
+    """A model's ``start`` record (meta.json): a JSON object or absent."""
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"start is {type(value).__name__}, not an object")
+    return value
+
+
 def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
     its meta.json (read here with checksums verified, or ``meta`` as the caller read it), for
@@ -315,7 +329,7 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
                 "encoder": str(meta["encoder"]),
                 "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
                 "vectorizer": str(meta.get("vectorizer", "TfidfVectorizer")),
-                "n_train_docs": n_train_docs,
+                "n_train_docs": n_train_docs, "start": _start_record(meta.get("start")),
             }  # fmt: skip
     if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
         text = meta.get("kind") == "xr-transformer"  # format 1's own spelling

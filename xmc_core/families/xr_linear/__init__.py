@@ -12,4 +12,5 @@ FAMILY = Family(
     graph=Lazy("xmc_core.families.xr_linear.graph:graph"),
     description="XR-Linear: TF-IDF, balanced k-means label tree, one linear ranker per level",
     sections=("tokenizer", "tfidf", "label_features", "tree", "ranker", "predict", "eval"),
+    warm_start=True,
 )
