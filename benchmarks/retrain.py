@@ -7,7 +7,7 @@ Usage, from the repository root, with the project venv (and ``make peers-venv`` 
         [--datasets reuters21578-modapte,debian-deps] [--methods ours-cold,ours-warm,pecos-cold]
         [--slices 4] [--seed 0] [--model xr_linear] [--peers-python .venv-peers/bin/python]
         [--out benchmarks/results/retrain-<date>.json]
-    python benchmarks/retrain.py --report FILE   # print the tables of a results file
+    python benchmarks/retrain.py --report FILE   # print the tables of a results file, plot it
 
 Per dataset the training split is cut by ``--seed`` into ``--slices`` drops
 (``benchmarks/retrain_drops.py``). ``ours-cold`` and ``ours-warm`` each run
@@ -20,7 +20,8 @@ rest being intake, evaluation, diagnostics, tracking, registration and the gate.
 flow's own test-split evaluation. ``pecos-cold`` trains PECOS XR-Linear (its defaults) after
 each arrival on the features of ``ours-cold``'s retrain of that step (``peer_runner.py``); its
 train s is its tree and rankers only (our featurization is not timed for it), scored with our
-metrics module.
+metrics module. The plot (``--plot``, default ``docs/assets/plots/retrain.png``): train s and
+P@1 after each arrival.
 """
 
 from __future__ import annotations
@@ -190,6 +191,35 @@ def _row(method: str, s: dict[str, Any], known_before: int) -> str:
     )
 
 
+def plot(report: dict[str, Any], out: Path) -> None:
+    """Per dataset, train seconds and test P@1 after each arrival, a line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["datasets"])
+    fig, axes = plt.subplots(len(names), 2, figsize=(10, 3.2 * len(names)), squeeze=False)
+    for (left, right), name in zip(axes, names, strict=True):
+        for method, run in report["datasets"][name]["methods"].items():
+            if run.get("status") != "ok":
+                continue
+            steps = [s for s in run["steps"] if s.get("train_s") is not None]
+            x = list(range(1, len(steps) + 1))
+            left.plot(x, [s["train_s"] for s in steps], marker="o", label=method)
+            right.plot(x, [100 * s["metrics"]["P@1"] for s in steps], marker="o", label=method)
+        left.set_title(f"{name}: train s (ours: the whole retrain)", fontsize=9)
+        right.set_title(f"{name}: test P@1 (%)", fontsize=9)
+        for ax in (left, right):
+            ax.set_xlabel("arrival")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets-root", type=Path, default=REPO.parent / "shared" / "datasets")
@@ -203,9 +233,12 @@ def main(argv: list[str] | None = None) -> None:
     today = dt.date.today().isoformat()
     ap.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/retrain-{today}.json")
     ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--plot", type=Path, default=REPO / "docs/assets/plots/retrain.png")
     args = ap.parse_args(argv)
     if args.report is not None:
-        print("\n".join(report_lines(json.loads(args.report.read_text()))))
+        report = json.loads(args.report.read_text())
+        print("\n".join(report_lines(report)))
+        plot(report, args.plot)
         return
     args.methods = args.methods.split(",")
     report: dict[str, Any] = {
@@ -219,7 +252,8 @@ def main(argv: list[str] | None = None) -> None:
         report["datasets"][name] = bench_dataset(args.datasets_root / name, args)
         write_json(args.out, report)
     print("\n".join(report_lines(report)))
-    print(f"wrote {args.out}")
+    plot(report, args.plot)
+    print(f"wrote {args.out} and {args.plot}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import features_summary, read_json
 from xmc_core.families.common import METRICS_FILE
 from xmc_core.families.train import check_corpus, check_dataset, train_graph
-from xmc_core.families.warm import WarmBase
+from xmc_core.families.warm import WarmBase, started
 from xmc_core.lifecycle.artifacts import ModelFolder
 from xmc_core.lifecycle.graph import RunContext, lifecycle_graph
 from xmc_core.model.model_folder import publish_model_folder
@@ -47,7 +47,8 @@ def train_pipeline(
 ) -> dict[str, str]:
     """The family's stage graph (``xmc_core.families.train.train_graph``) as cached tasks, then
     the lifecycle stages (``xmc_core.lifecycle.graph``, the ones ``xmc train --track`` runs);
-    returns the artifact folders and ``start`` (warm or cold, and why).
+    returns the artifact folders and, for a retrain, ``start``: how it started, in words
+    (warm and what it reused, or cold and why; also in the report and the MLflow run).
 
     ``intake``: what the retrain flow's intake did, shown in the run report (None: not shown);
     ``start``: the retrain flow's start plan (``StartPlan.to_dict``; None: cold).
@@ -68,9 +69,12 @@ def train_pipeline(
         warm=None if base is None else WarmBase.from_dict(base),
     )  # fmt: skip
     outputs = run.paths(handles)
-    outputs["start"] = str((start or {}).get("reason") or "cold")
     outputs["model"] = model_folder(outputs, cfg, work)
-    outputs.update(lifecycle_stages(run, handles, outputs["model"], cfg, intake))
+    tags: dict[str, str] = {}
+    if start is not None:  # a retrain: the report and the MLflow run say how it started
+        outputs["start"], tags = started(str(start["reason"]), outputs["model"])
+        intake = {**(intake or {}), "start": outputs["start"]}
+    outputs.update(lifecycle_stages(run, handles, outputs["model"], cfg, intake, tags))
     return outputs
 
 
@@ -85,11 +89,12 @@ def model_folder(outputs: dict[str, str], cfg: XmcConfig, work: str) -> str:
 
 def lifecycle_stages(
     run: PrefectRunner, handles: dict[str, Any], model_dir: str, cfg: XmcConfig,
-    intake: dict[str, Any] | None = None,
+    intake: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
 ) -> dict[str, str]:  # fmt: skip
     """The lifecycle graph as cached tasks (train-split evaluation, diagnostics, MLflow tracking
     with the registration, the gated promotion, the report), keyed on this flow run, then the
-    report published (Prefect artifacts) -> more outputs: ``evaluation_train``,
+    report published (Prefect artifacts); ``tags``: more MLflow tags of the run (a retrain's
+    start) -> more outputs: ``evaluation_train``,
     ``diagnostics``, ``report`` (folders; ``report``: its ``report.md`` under ``reports/``),
     ``mlflow_run`` (id), ``mlflow_url`` (the run's page on a tracking server),
     ``model_version`` ("" for each when not tracked or registered), ``promotion_decision``
@@ -109,7 +114,8 @@ def lifecycle_stages(
 
     ctx = RunContext(
         run_key=str(flow_run.get_id()), name=cfg.tracking.run_name or str(flow_run.get_name()),
-        timings=timings, links=flow_run_links() if cfg.tracking.enabled else {}, intake=intake,
+        timings=timings, intake=intake,
+        links={**flow_run_links(), **(tags or {})} if cfg.tracking.enabled else {},
     )  # fmt: skip
     done = lifecycle_graph(run, handles, run.source(ModelFolder, model_dir), cfg, ctx)
     tracked = {} if done["tracked"] is None else run.value(done["tracked"]).values

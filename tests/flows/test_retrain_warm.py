@@ -71,7 +71,10 @@ def test_a_retrain_starts_warm_from_the_last_model_resumes_and_can_go_cold(
         fourth = retrain(None, again)["outputs"]  # two warm in a row: the third is cold
     champion = XmcModel.load(first["model"])
     model = XmcModel.load(second["model"])
-    assert second["start"] == f"warm from the last trained model ({Path(first['model']).name})"
+    assert second["start"].startswith(
+        f"warm from the last trained model ({Path(first['model']).name}): kept "
+    )
+    assert second["start"].endswith("; every ranker level trained again")
     assert model.start["from"] == f"the last trained model ({Path(first['model']).name})"
     assert (
         model.labels.names.to_pylist()[: len(champion.labels)] == champion.labels.names.to_pylist()
@@ -82,7 +85,12 @@ def test_a_retrain_starts_warm_from_the_last_model_resumes_and_can_go_cold(
     assert stages["extend-vocabulary"] == "Cached" and stages["extend-label-index"] == "Cached"
     assert stages["grow-label-tree"] == "Completed" and stages["train-level-0"] == "Completed"
     same = XmcModel.load(third["model"])
-    assert third["start"] == f"warm from the last trained model ({Path(second['model']).name})"
+    assert third["start"].startswith(
+        f"warm from the last trained model ({Path(second['model']).name}): kept "
+    )
+    assert "(+0 new)" in third["start"]
+    report = Path(third["report"]).read_text()
+    assert f"- start: {third['start']}" in report
     assert same.start["warm_in_a_row"] == 2 and same.start["reused"]["new_columns"] == 0
     for before, after in zip(model.ranker.weights_, same.ranker.weights_, strict=True):
         assert (before != after).nnz == 0

@@ -12,8 +12,10 @@ import pytest
 
 from tests.serving.conftest import ALIAS, MODEL_NAME, Registry, tracking
 from xmc_core.config import XmcConfig
+from xmc_core.families.warm import START_TAG, start_line, start_tags
 from xmc_core.serving.registry.lineage import version_tags
 from xmc_core.serving.registry.warm_start import plan_start
+from xmc_core.serving.run_lineage import version_description
 
 TREE = ["tree.branching=2", "tree.max_leaf_size=4"]  # the tiny model's
 
@@ -80,3 +82,24 @@ def test_the_registrys_champion_is_started_from_only_when_of_the_corpus_lineage(
                 client.delete_model_version_tag(MODEL_NAME, "1", key)
     assert plan.reason == f"warm from {MODEL_NAME} version 1 ({ALIAS})"
     assert plan.base is not None and (Path(plan.base.model_dir) / "meta.json").is_file()
+
+
+def test_the_start_is_said_in_words_in_the_run_tags_and_the_version_description(
+    tiny_dataset: Path,
+) -> None:
+    reused = {
+        "vocabulary_columns": 200000, "new_columns": 65181, "labels": 20228, "new_labels": 9836,
+        "tree_leaves_kept": 23, "tree_leaves": 429, "leaf_cost_scale": 1.0,
+    }  # fmt: skip
+    line = start_line("warm from xmc-debian version 1 (champion)", {"reused": reused})
+    assert line == (
+        "warm from xmc-debian version 1 (champion): kept 200,000 vocabulary columns (+65,181 "
+        "new), 20,228 labels (+9,836 new), 23 of 429 tree leaves unchanged, leaf cost scale 1.0; "
+        "every ranker level trained again"
+    )
+    tags = start_tags("warm from xmc-debian version 1 (champion)", {"reused": reused})
+    assert tags == {START_TAG: line, "xmc.start.reused": json.dumps(reused, sort_keys=True)}
+    assert start_tags("cold: no champion", None) == {START_TAG: "cold: no champion"}
+    text = version_description("xr_linear", tiny_dataset, {"P@1": 0.5}, tags, "abc")
+    assert f"\n\nStart: {line}.\n\n" in text
+    assert "Start:" not in version_description("xr_linear", tiny_dataset, {}, {}, "abc")

@@ -138,6 +138,8 @@ def intake_section(intake: Mapping[str, Any] | None) -> str:
     if not intake:
         return ""
     lines = ["## Intake", "", f"- ingested: {', '.join(intake.get('ingested') or []) or 'none'}"]
+    if intake.get("start"):  # how the training started (the retrain flow's start plan)
+        lines.append(f"- start: {intake['start']}")
     if intake.get("resumed"):
         lines.append(f"- finished the interrupted batch of: {', '.join(intake['resumed'])}")
     quarantined, stuck = intake.get("quarantined") or [], intake.get("stuck") or []

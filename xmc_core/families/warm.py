@@ -127,6 +127,43 @@ def _leaf_label_sets(tree: LabelTree) -> list[tuple[int, ...]]:
     return [tuple(ids[lo:hi]) for lo, hi in zip(C.indptr[:-1], C.indptr[1:], strict=True)]
 
 
+START_TAG = "xmc.start"
+"""MLflow tag of a retrain's training run: how it started (``warm from ...`` / ``cold: ...``)."""
+
+
+def start_line(reason: str, record: dict[str, Any] | None) -> str:
+    """How a retrain started, in words: the start plan's ``reason`` and, when warm, what the
+    model's ``start`` record says it reused."""
+    reused = (record or {}).get("reused")
+    if not reused:
+        return reason
+    scale = reused.get("leaf_cost_scale")
+    return (
+        f"{reason}: kept {reused['vocabulary_columns']:,} vocabulary columns "
+        f"(+{reused['new_columns']:,} new), {reused['labels']:,} labels "
+        f"(+{reused['new_labels']:,} new), {reused['tree_leaves_kept']:,} of "
+        f"{reused['tree_leaves']:,} tree leaves unchanged, "
+        + ("the leaf cost scale searched again" if scale is None else f"leaf cost scale {scale}")
+        + "; every ranker level trained again"
+    )
+
+
+def started(reason: str, model_dir: str | Path) -> tuple[str, dict[str, str]]:
+    """(:func:`start_line`, :func:`start_tags`) of a retrain whose start plan said ``reason``
+    and whose model folder is ``model_dir`` (its ``start`` record)."""
+    record = _meta(Path(model_dir)).get("start")
+    return start_line(reason, record), start_tags(reason, record)
+
+
+def start_tags(reason: str, record: dict[str, Any] | None) -> dict[str, str]:
+    """MLflow tags of a retrain's run: ``xmc.start`` (:func:`start_line`) and, when warm,
+    ``xmc.start.reused`` (the record's figures, JSON)."""
+    tags = {START_TAG: start_line(reason, record)}
+    if (record or {}).get("reused"):
+        tags[START_TAG + ".reused"] = json.dumps(record["reused"], sort_keys=True)  # type: ignore[index]
+    return tags
+
+
 VOCABULARY_WARM = Stage(
     "vocabulary-warm", stages.extend_vectorizer, TfidfVectorizer,
     {"counts": TermCounts, "base": TfidfVectorizer}, on_dask=True,

@@ -14,6 +14,7 @@ from typing import Any
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.lineage import describe, lineage_of
 from xmc_core.evaluation.metrics import metric_line
+from xmc_core.families.warm import START_TAG
 
 DATASET_CONTEXTS = {"train": "training", "test": "evaluation"}
 """MLflow input context of each corpus split."""
@@ -77,6 +78,8 @@ def version_description(
         f"Test split: {figures or 'no figures'}.",
         f"MLflow run: `{run_id}`.",
     ]
+    if START_TAG in links:  # a retrain: warm from its champion, or cold and why
+        lines.insert(3, f"Start: {links[START_TAG]}.")
     if "prefect.flow_run_id" in links:
         name, run = links["prefect.flow_run_name"], links["prefect.flow_run_id"]
         url = links.get("prefect.flow_run_url")
