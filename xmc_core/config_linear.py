@@ -13,11 +13,21 @@ from xmc_core.config_section import Section
 
 
 class LabelFeaturesConfig(Section):
-    """Label representation used to build the label tree."""
+    """Label representation used to build the label tree, and the zero-shot labels: with
+    ``zero_shot`` (and a corpus with label texts), a label that has a text but no training
+    document joins the label index, gets its text TF-IDF as its label features, a leaf of the
+    tree (placed among the other labels' clusters) and a ranker made from its text
+    (``xmc_core.linear.zero_shot``), so it can be predicted before any document carries it."""
 
     kind: Literal["pifa", "label_text", "pifa_label_text"] = "pifa"
     label_text_weight: float = Field(
         1.0, gt=0, description="weight of the label-text block in pifa_label_text"
+    )
+    zero_shot: bool = Field(
+        True,
+        description="labels with a text but no training document join the model (families "
+        "that can: xr_linear): placed in the tree by their text, scored by it until documents "
+        "carry them",
     )
 
 

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from xmc_core.config import EvalConfig, RankerConfig
 from xmc_core.evaluation.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, score_level
+from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, child_scores
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.storage.artifacts import read_meta, write_meta
@@ -156,25 +156,10 @@ def _pair_scores(
     X: sp.csr_matrix, parents: sp.csr_matrix, relevant: sp.csr_matrix, level: ChunkedLevel,
     ranker: XRLinearModel,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """(scores, labels +-1) of every child of every row's ``parents``: the raw scores of the
-    beam search's kernel (no post-processing) with those parents as the beam."""
-    widths = np.diff(parents.indptr)
-    beam = np.full((X.shape[0], max(int(widths.max(initial=0)), 1)), -1, dtype=np.int64)
-    beam[np.repeat(np.arange(X.shape[0]), widths), _ranks(parents.indptr)] = parents.indices
-    n_kids = int((parents @ np.diff(level.child_ptr).astype(np.int64)).max(initial=0))
-    ids, scores = score_level(
-        X, level, beam, np.ones(beam.shape, dtype=np.float32), max(n_kids, 1), "noop",
-        ranker.ranker.bias,
-    )  # fmt: skip
-    kept = ids >= 0
-    rows = np.repeat(np.arange(X.shape[0]), kept.sum(axis=1))
-    hit = sp.csr_matrix(relevant, dtype=np.float32)[rows, ids[kept]]
-    return scores[kept].astype(np.float64), 2.0 * (np.asarray(hit).ravel() > 0) - 1.0
-
-
-def _ranks(indptr: np.ndarray) -> np.ndarray:
-    """Each stored entry's position within its row."""
-    return np.arange(indptr[-1]) - np.repeat(indptr[:-1], np.diff(indptr))
+    """(scores, labels +-1) of every child of every row's ``parents`` (:func:`child_scores`)."""
+    rows, ids, scores = child_scores(X, level, parents, ranker.ranker.bias)
+    hit = sp.csr_matrix(relevant, dtype=np.float32)[rows, ids]
+    return scores, 2.0 * (np.asarray(hit).ravel() > 0) - 1.0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.model import LevelRankers, XRLinearModel, fit_level
 from xmc_core.linear.negatives import MatcherShortlists
 from xmc_core.linear.tree import LabelTree
+from xmc_core.linear.tree_growth import build_with_placed
+from xmc_core.linear.zero_shot import text_rankers
 from xmc_core.model.xmc_model import ModelRanker, XmcModel
 from xmc_core.stages.graph import Runner, Stage
 from xmc_core.storage.artifacts import read_meta, write_meta
@@ -42,7 +44,10 @@ class Metrics:
 
 
 def build_tree(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
-    """Hierarchical balanced k-means over the label features."""
+    """Hierarchical balanced k-means over the label features; zero-shot labels are then
+    placed in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`)."""
+    if label_features.zero_shot.size:
+        return build_with_placed(label_features.z, label_features.zero_shot, cfg)
     return LabelTree.build(label_features.z, cfg)
 
 
@@ -60,6 +65,20 @@ def train_level(
         train.X, train.Y, tree, level, trained, ranker, post_processor, extra, leaf_scale
     )
     return LevelRankers(W, level, scale)
+
+
+def zero_shot_rankers(
+    train: SplitFeatures, tree: LabelTree, level: LevelRankers, label_features: LabelFeatures,
+    ranker: RankerConfig,
+) -> LevelRankers:  # fmt: skip
+    """The leaf level with the zero-shot labels' rankers made from their texts
+    (:func:`~xmc_core.linear.zero_shot.text_rankers`)."""
+    if label_features.text is None:
+        return level
+    W = text_rankers(
+        train.X, train.Y, tree, level.W, label_features.text, label_features.zero_shot, ranker
+    )
+    return LevelRankers(W, level.level, level.cost_scale)
 
 
 def diagnose(
@@ -97,6 +116,12 @@ LEVEL = Stage(
     "level", train_level, LevelRankers,
     {"train": SplitFeatures, "tree": LabelTree, "above": LevelRankers,
      "shortlists": MatcherShortlists},
+    describe=lambda r: f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}",
+)  # fmt: skip
+ZERO_SHOT = Stage(
+    "zero-shot", zero_shot_rankers, LevelRankers,
+    {"train": SplitFeatures, "tree": LabelTree, "level": LevelRankers,
+     "label_features": LabelFeatures},
     describe=lambda r: f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}",
 )  # fmt: skip
 DIAGNOSE = Stage(

@@ -19,6 +19,7 @@ from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.model import registry
 from xmc_core.stages.graph import Runner, Stage
 
 
@@ -28,11 +29,19 @@ def _label_features(
     index: LabelIndex,
     corpus: Corpus | None,
     cfg: LabelFeaturesConfig,
+    zero_shot: bool = False,
 ) -> LabelFeatures:
     """PIFA summed over the training partitions and/or label-text TF-IDF (``corpus``: given
-    only when the label texts are used)."""
+    only when the label texts are used); ``zero_shot``: with the zero-shot labels' features."""
     texts = None if corpus is None else corpus.label_texts()
-    return stages.build_label_features(parts, cfg, vectorizer, index, texts)
+    return stages.build_label_features(parts, cfg, vectorizer, index, texts, zero_shot)
+
+
+def zero_shot_on(cfg: XmcConfig, corpus: Corpus) -> bool:
+    """Whether labels with a text but no training document join the model: asked for
+    (``label_features.zero_shot``), possible for the family, and the corpus has label texts."""
+    family = registry.family(cfg.model.kind)
+    return cfg.label_features.zero_shot and family.zero_shot and corpus.manifest.has_label_texts
 
 
 def _stack(parts: list[SplitFeatures], split: str) -> SplitFeatures:
@@ -89,13 +98,16 @@ def featurize_graph(
         for s in SPLITS
     }  # fmt: skip
     settings = {"counts": counts["train"], "tfidf": cfg.tfidf, "tokenizer": cfg.tokenizer}
+    zero = {"zero_shot": True} if zero_shot_on(cfg, run.value(corpus)) else {}
+    texts = {"label_texts": True} if zero else {}
     if warm is None:
         vectorizer = run(VOCABULARY, label="fit-vocabulary", **settings)
-        index = run(LABEL_INDEX, corpus=corpus)
+        index = run(LABEL_INDEX, corpus=corpus, **texts)
     else:
         vectorizer = run(VOCABULARY_WARM, label="extend-vocabulary", base=warm.vectorizer,
                          **settings)  # fmt: skip
-        index = run(LABEL_INDEX_WARM, label="extend-label-index", corpus=corpus, base=warm.labels)
+        index = run(LABEL_INDEX_WARM, label="extend-label-index", corpus=corpus,
+                    base=warm.labels, **texts)  # fmt: skip
     parts = {
         s: run.map(
             PARTITION, {"ref": refs[s], "counts": counts[s]},
@@ -104,10 +116,10 @@ def featurize_graph(
         )
         for s in SPLITS
     }  # fmt: skip
-    texts = None if cfg.label_features.kind == "pifa" else corpus
+    with_texts = None if cfg.label_features.kind == "pifa" and not zero else corpus
     z = run(
-        LABEL_FEATURES, parts=parts["train"], vectorizer=vectorizer, index=index, corpus=texts,
-        cfg=cfg.label_features,
+        LABEL_FEATURES, parts=parts["train"], vectorizer=vectorizer, index=index,
+        corpus=with_texts, cfg=cfg.label_features, **zero,
     )  # fmt: skip
     splits = {s: run(SPLIT, label=f"assemble-{s}", parts=parts[s], split=s) for s in SPLITS}
     return {"vectorizer": vectorizer, "label_index": index, "label_features": z, **splits}

@@ -7,31 +7,66 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from xmc_core.errors import ArtifactError
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
 from xmc_core.features.tfidf import TfidfVectorizer
-from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
+from xmc_core.storage.artifacts import (
+    load_arrays,
+    load_csr,
+    meta_fields,
+    read_meta,
+    save_arrays,
+    save_csr,
+    write_meta,
+)
 
 __all__ = ["LabelFeatures", "concat_label_features", "pifa", "pifa_partial"]
 
 
 class LabelFeatures:
-    """Label feature matrix ``Z``: csr (n_labels, n_dims), rows L2-normalized."""
+    """Label feature matrix ``Z``: csr (n_labels, n_dims), rows L2-normalized.
 
-    def __init__(self, z: sp.csr_matrix, kind: str) -> None:
+    With zero-shot labels on (``label_features.zero_shot``): ``text``, the labels' text TF-IDF,
+    csr (n_labels, n_features), rows L2-normalized (a label without text: a zero row), and
+    ``zero_shot``, the ids (int64, ascending) of the labels that have a text but no training
+    document, whose rows of ``Z`` are their text rows.
+    """
+
+    def __init__(
+        self,
+        z: sp.csr_matrix,
+        kind: str,
+        text: sp.csr_matrix | None = None,
+        zero_shot: np.ndarray | None = None,
+    ) -> None:
         self.z = sp.csr_matrix(z)
         self.kind = kind
+        self.text = None if text is None else sp.csr_matrix(text)
+        self.zero_shot = np.zeros(0, np.int64) if zero_shot is None else zero_shot.astype(np.int64)
+        if self.text is not None and self.text.shape[0] != self.z.shape[0]:
+            raise ValueError(f"text has {self.text.shape[0]} rows, Z {self.z.shape[0]}")
+        if self.zero_shot.size and not (
+            self.zero_shot.min() >= 0 and self.zero_shot.max() < self.z.shape[0]
+        ):
+            raise ValueError("zero-shot label ids out of range")
 
     def save(self, folder: str | Path) -> None:
-        """Write ``Z.npz`` and ``meta.json``."""
+        """Write ``Z.npz`` (and ``T.npz``, ``zero_shot.npz`` with zero-shot labels on) and
+        ``meta.json``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save_csr(folder / "Z.npz", self.z)
-        write_meta(folder, "LabelFeatures", {"kind": self.kind, "shape": list(self.z.shape)})
+        if self.text is not None:
+            save_csr(folder / "T.npz", self.text)
+            save_arrays(folder / "zero_shot.npz", ids=self.zero_shot)
+        fields = {"kind": self.kind, "shape": list(self.z.shape), "text": self.text is not None}
+        write_meta(folder, "LabelFeatures", fields)
 
     @classmethod
     def load(cls, folder: str | Path) -> LabelFeatures:
@@ -39,8 +74,15 @@ class LabelFeatures:
         folder = Path(folder)
         meta = read_meta(folder, "LabelFeatures")
         with meta_fields(folder):
-            kind = str(meta["kind"])
-        return cls(load_csr(folder / "Z.npz"), kind)
+            kind, has_text = str(meta["kind"]), bool(meta.get("text", False))
+        z = load_csr(folder / "Z.npz")
+        if not has_text:
+            return cls(z, kind)
+        ids = load_arrays(folder / "zero_shot.npz")["ids"]
+        try:
+            return cls(z, kind, load_csr(folder / "T.npz"), ids)
+        except ValueError as err:
+            raise ArtifactError(folder, f"inconsistent label features: {err}") from err
 
 
 def label_text_matrix(

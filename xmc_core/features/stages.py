@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse as sp
 
 from xmc_core.config import LabelFeaturesConfig, TfidfConfig, TokenizerConfig
 from xmc_core.corpus import Corpus, PartitionRef
@@ -22,6 +25,7 @@ from xmc_core.features.label_features import (
     pifa_partial,
 )
 from xmc_core.features.labels import LabelIndex
+from xmc_core.features.normalize import l2_normalize_rows
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
 
@@ -58,21 +62,28 @@ def extend_vectorizer(
     return TfidfVectorizer(tfidf, tokenizer).extend_stats(stats, base)
 
 
-def fit_label_index(corpus: Corpus) -> LabelIndex:
-    """Every label that occurs in the training split."""
-    return LabelIndex.from_label_lists(_train_labels(corpus))
+def fit_label_index(corpus: Corpus, label_texts: bool = False) -> LabelIndex:
+    """Every label that occurs in the training split (``label_texts``: and every label the
+    corpus has a text for, the zero-shot labels)."""
+    return LabelIndex.from_label_lists(_train_labels(corpus, label_texts))
 
 
-def extend_label_index(corpus: Corpus, base: LabelIndex) -> LabelIndex:
+def extend_label_index(corpus: Corpus, base: LabelIndex, label_texts: bool = False) -> LabelIndex:
     """A warm start's label index: ``base``'s labels keep their ids, the training split's new
-    labels follow (:meth:`LabelIndex.extended`)."""
-    return LabelIndex.extended(base, _train_labels(corpus))
+    labels (``label_texts``: and the labels with a text) follow (:meth:`LabelIndex.extended`)."""
+    return LabelIndex.extended(base, _train_labels(corpus, label_texts))
 
 
-def _train_labels(corpus: Corpus) -> Iterable[pa.ChunkedArray]:
-    return (
+def _train_labels(corpus: Corpus, label_texts: bool) -> list[pa.ChunkedArray | pa.ListArray]:
+    batches: list[pa.ChunkedArray | pa.ListArray] = [
         corpus.read_partition(r, ["labels"]).column("labels") for r in corpus.partitions("train")
-    )
+    ]
+    texts = corpus.label_texts() if label_texts else None
+    if texts is not None:  # the labels with a (non-empty) text, as one list of names
+        named = texts.filter(pc.invert(pc.is_null(texts["text"]))).column("label")
+        named = named.combine_chunks().cast(pa.large_string())
+        batches.append(pa.LargeListArray.from_arrays(pa.array([0, len(named)]), named))
+    return batches
 
 
 def featurize_partition(
@@ -96,8 +107,17 @@ def build_label_features(
     vectorizer: TfidfVectorizer,
     index: LabelIndex,
     label_texts: pa.Table | None,
+    zero_shot: bool = False,
 ) -> LabelFeatures:
-    """PIFA, label-text TF-IDF, or both concatenated, per ``cfg.kind``."""
+    """PIFA, label-text TF-IDF, or both concatenated, per ``cfg.kind``. ``zero_shot``: also
+    keep the labels' text TF-IDF, and give each label that has a text but no training document
+    its text row as its features (:class:`LabelFeatures`)."""
+    parts = list(parts)
+    if zero_shot and label_texts is not None:
+        return _with_zero_shot(
+            build_label_features(parts, cfg, vectorizer, index, label_texts), parts,
+            l2_normalize_rows(label_text_matrix(vectorizer, index, label_texts)),
+        )  # fmt: skip
     blocks, weights = [], []
     if cfg.kind in ("pifa", "pifa_label_text"):
         blocks.append(pifa(pifa_partial(p.X, p.Y) for p in parts))
@@ -111,3 +131,20 @@ def build_label_features(
         blocks.append(label_text_matrix(vectorizer, index, label_texts))
         weights.append(cfg.label_text_weight)
     return LabelFeatures(concat_label_features(blocks, weights), cfg.kind)
+
+
+def _with_zero_shot(
+    features: LabelFeatures, parts: list[SplitFeatures], text: sp.csr_matrix
+) -> LabelFeatures:
+    """``features`` with the text rows kept and, for every label with a text but no training
+    document, its row of Z replaced by its text row (PIFA: the same feature space; a
+    concatenation holds the text block already, and a zero PIFA block)."""
+    docs = np.zeros(text.shape[0], dtype=np.int64)
+    for p in parts:
+        docs += np.diff(sp.csc_matrix(p.Y).indptr)
+    unseen = (docs == 0) & (np.diff(text.indptr) > 0)
+    z = features.z
+    if features.kind == "pifa" and unseen.any():
+        keep = sp.diags((~unseen).astype(np.float32))
+        z = sp.csr_matrix(keep @ z + sp.diags(unseen.astype(np.float32)) @ text, dtype=np.float32)
+    return LabelFeatures(z, features.kind, text.astype(np.float32), np.flatnonzero(unseen))

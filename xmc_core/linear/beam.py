@@ -216,6 +216,27 @@ def score_level(
     )  # fmt: skip
 
 
+def child_scores(
+    X: sp.csr_matrix, level: ChunkedLevel, parents: sp.csr_matrix, bias: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Raw scores (no post-processing) of every child of every document's ``parents`` (csr
+    (n_docs, P), its stored entries the parents): :func:`score_level` with those parents as the
+    beam, keeping every child. Returns (rows, node ids, scores float64), one entry per pair."""
+    parents = sp.csr_matrix(parents)
+    widths = np.diff(parents.indptr)
+    beam = np.full((X.shape[0], max(int(widths.max(initial=0)), 1)), -1, dtype=np.int64)
+    ranks = np.arange(parents.indptr[-1]) - np.repeat(parents.indptr[:-1], widths)
+    beam[np.repeat(np.arange(X.shape[0]), widths), ranks] = parents.indices
+    kids = np.diff(level.child_ptr).astype(np.int64)
+    width = int((sp.csr_matrix((np.ones(parents.nnz), parents.indices, parents.indptr),
+                               parents.shape) @ kids).max(initial=0))  # fmt: skip
+    ones = np.ones(beam.shape, dtype=np.float32)
+    ids, scores = score_level(X, level, beam, ones, max(width, 1), "noop", bias)
+    kept = ids >= 0
+    rows = np.repeat(np.arange(X.shape[0]), kept.sum(axis=1))
+    return rows, ids[kept], scores[kept].astype(np.float64)
+
+
 def root_beam(n_docs: int) -> tuple[np.ndarray, np.ndarray]:
     """The beam before the first level: every document at the single root with score 1."""
     return np.zeros((n_docs, 1), dtype=np.int64), np.ones((n_docs, 1), dtype=np.float32)

@@ -109,3 +109,22 @@ def _pieces(labels: np.ndarray, Z: sp.csr_matrix, cfg: TreeConfig) -> list[np.nd
     sub = LabelTree.build(sp.csr_matrix(Z[labels]), cfg)
     leaf = sub.C[-1].indices
     return [labels[leaf == j] for j in range(sub.C[-1].shape[1])]
+
+
+def build_with_placed(Z: sp.csr_matrix, placed: np.ndarray, cfg: TreeConfig) -> LabelTree:
+    """A tree built on the labels not in ``placed`` (ids into the rows of ``Z``), the
+    ``placed`` ones then joined to its closest leaves as a warm start's new labels are
+    (:func:`grow_tree`): how zero-shot labels enter a cold tree, whose text features would
+    otherwise cluster apart from the features the documents give the other labels."""
+    Z = sp.csr_matrix(Z)
+    n = Z.shape[0]
+    is_placed = np.zeros(n, dtype=bool)
+    is_placed[placed] = True
+    if not is_placed.any() or is_placed.all():
+        return LabelTree.build(Z, cfg)
+    order = np.concatenate([np.flatnonzero(~is_placed), np.flatnonzero(is_placed)])
+    base = LabelTree.build(sp.csr_matrix(Z[order[: n - int(is_placed.sum())]]), cfg)
+    grown = grow_tree(base, sp.csr_matrix(Z[order]), cfg)[0]
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)  # label id -> its row in the grown tree's order
+    return LabelTree([*grown.C[:-1], sp.csr_matrix(grown.C[-1][position])], cfg)

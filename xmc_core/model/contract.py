@@ -147,7 +147,9 @@ class Family:
     corpus (``{encoder}`` stands for a tiny local transformer encoder's folder);
     ``config_position``: where a built-in's section comes among the families' sections of the
     config (``xmc dump-config``), lower first, ties by name; ``warm_start``: its graph takes
-    ``warm=`` (:class:`xmc_core.families.warm.WarmHandles`) and can start from a champion.
+    ``warm=`` (:class:`xmc_core.families.warm.WarmHandles`) and can start from a champion;
+    ``zero_shot``: it scores labels that have a text but no training document
+    (``label_features.zero_shot``).
     """
 
     name: str
@@ -163,6 +165,7 @@ class Family:
     contract_settings: Sequence[str] = ()
     config_position: int = 100
     warm_start: bool = False
+    zero_shot: bool = False
 
 
 @dataclass(frozen=True)

@@ -163,12 +163,19 @@ class XmcModel:
         beam_size: int | None = None,
         topk: int | None = None,
     ) -> dict[str, float]:
-        """P@k, nDCG@k, R@k and PSP@k on an encoded split (predicting the top max(ks, topk))."""
+        """P@k, nDCG@k, R@k and PSP@k on an encoded split (predicting the top max(ks, topk),
+        at least 10); when the split holds labels the model has no training document of (in
+        its index or not): ``R@5 unseen``, ``R@10 unseen``, ``P@1 seen`` and ``P@5 seen``
+        (:mod:`xmc_core.evaluation.unseen`)."""
         from xmc_core.evaluation.metrics import evaluate
+        from xmc_core.evaluation.unseen import RECALL_KS, unseen_metrics
 
-        k = max([*cfg.ks, topk or self.ranker.predict_cfg.topk])
+        k = max([*cfg.ks, topk or self.ranker.predict_cfg.topk, *RECALL_KS])
         scores = self.predict_features(split.X, topk=k, beam_size=beam_size)
-        return evaluate(split.Y, scores, cfg, self.label_counts, self.n_train_docs)
+        out = evaluate(split.Y, scores, cfg, self.label_counts, self.n_train_docs)
+        if split.unknown_labels or not self.label_counts.all():
+            out |= unseen_metrics(split.Y, scores, self.label_counts, split.unknown_labels)
+        return out
 
     def capped(self, texts: list[str | None] | pa.Array) -> list[str | None] | pa.Array:
         """``texts`` with each cut to its first ``predict.max_doc_chars`` characters (the

@@ -13,4 +13,5 @@ FAMILY = Family(
     description="XR-Linear: TF-IDF, balanced k-means label tree, one linear ranker per level",
     sections=("tokenizer", "tfidf", "label_features", "tree", "ranker", "predict", "eval"),
     warm_start=True,
+    zero_shot=True,
 )

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from xmc_core.config import PredictConfig, RankerConfig, XmcConfig
-from xmc_core.families.common import TREE, level_ranker, ranker_levels
+from xmc_core.families.common import TREE, ZERO_SHOT, level_ranker, ranker_levels
+from xmc_core.families.featurize import zero_shot_on
 from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_linear import NAME
 from xmc_core.features.labels import LabelIndex
@@ -62,6 +63,9 @@ def graph(
         levels = ranker_levels(run, feats["train"], tree, cfg, leaf_scale=warm.leaf_scale)
         start = {**warm.start, "leaf_cost_scale": warm.leaf_scale}
         extra = {"base_tree": warm.tree, "start": start}
+    if "corpus" in feats and zero_shot_on(cfg, run.value(feats["corpus"])):  # not matrices
+        levels[-1] = run(ZERO_SHOT, label="zero-shot-rankers", train=feats["train"], tree=tree,
+                         level=levels[-1], label_features=z, ranker=cfg.ranker)  # fmt: skip
     model = run(
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], tree=tree, levels=levels, train=feats["train"],

@@ -1,0 +1,120 @@
+"""Zero-shot labels: a label with a text but no training document joins the index and the tree
+and is scored from its text; the text scale is fit by hand-checkable Newton steps; the unseen
+labels' recall is 0 without them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import scipy.sparse as sp
+
+from tests.corpus.helpers import parquet_drop
+from xmc_core.config import RankerConfig, TreeConfig, XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.importers import ingest
+from xmc_core.corpus.synthetic import SyntheticSpec
+from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
+from xmc_core.evaluation.unseen import unseen_metrics
+from xmc_core.families.train import train_in_process
+from xmc_core.linear.tree import LabelTree
+from xmc_core.linear.tree_growth import build_with_placed
+from xmc_core.linear.zero_shot import fit_text_scale, text_rankers
+
+HELD_OUT = 6
+"""Labels whose training documents are removed (they keep their texts and test documents)."""
+
+
+def test_the_text_scale_separates_what_it_can_and_is_regularized() -> None:
+    s = np.array([0.9, 0.8, 0.1, 0.05])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    for loss in ("squared_hinge", "logistic"):
+        a, c = fit_text_scale(s, y, loss, bias=True)
+        assert a > 0 and c < 0 and np.all(y * (a * s + c) > 0)
+    a, c = fit_text_scale(s, y, "squared_hinge", bias=False)
+    assert c == 0.0
+    # one positive pair at s = 1, no bias: minimize 0.5 a^2 + (1 - a)^2 -> a = 2/3
+    assert fit_text_scale(np.array([1.0]), np.array([1.0]), "squared_hinge", False)[0] == (
+        pytest.approx(2 / 3)
+    )
+
+
+def test_zero_shot_columns_are_the_scaled_texts_and_the_rest_is_kept() -> None:
+    X = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float32))
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
+    text = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32))
+    tree = LabelTree([sp.csr_matrix(np.ones((3, 1), dtype=np.float32))], TreeConfig())
+    W = sp.csc_matrix(np.full((4, 3), -0.5, dtype=np.float32))
+    out = text_rankers(X, Y, tree, W, text, np.array([2]), RankerConfig())
+    a, c = fit_text_scale(np.array([1.0, 0.0, 0.0, 1.0]), np.array([1.0, -1.0, -1.0, 1.0]),
+                          "squared_hinge", True)  # fmt: skip
+    dense = out.toarray()
+    np.testing.assert_array_equal(dense[:, :2], np.full((4, 2), -0.5))
+    np.testing.assert_allclose(dense[:, 2], [0.0, 0.0, a, c], rtol=1e-6)
+
+
+def test_placed_labels_join_the_leaves_built_on_the_others() -> None:
+    rng = np.random.default_rng(0)
+    Z = sp.csr_matrix(rng.random((40, 6)) * (rng.random((40, 6)) < 0.5))
+    placed = np.array([3, 17, 25])
+    tree = build_with_placed(Z, placed, TreeConfig(branching=2, max_leaf_size=8))
+    leaf = tree.C[-1]
+    assert leaf.shape[0] == 40 and np.array_equal(np.diff(leaf.indptr), np.ones(40))
+    others = np.setdiff1d(np.arange(40), placed)
+    base = LabelTree.build(sp.csr_matrix(Z[others]), TreeConfig(branching=2, max_leaf_size=8))
+    sizes = np.bincount(leaf.indices[others], minlength=leaf.shape[1])
+    assert sorted(sizes.tolist()) == sorted(np.diff(base.C[-1].tocsc().indptr).tolist())
+
+
+@pytest.fixture(scope="module")
+def held_out_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Corpus, list[str]]:
+    """A synthetic corpus whose first HELD_OUT test labels have no training document."""
+    root = tmp_path_factory.mktemp("zero-shot")
+    spec = SyntheticSpec(n_train=500, n_test=150, n_domains=3, topics_per_domain=3)
+    write_synthetic_dataset(root / "full", spec, rows_per_group=200)
+    train = pq.read_table(root / "full" / "train.parquet")
+    test = pq.read_table(root / "full" / "test.parquet")
+    counts = pc.value_counts(pc.list_flatten(test["labels"])).to_pylist()
+    held = sorted(c["values"] for c in counts)[:HELD_OUT]
+    keep = [not set(labels) & set(held) for labels in train["labels"].to_pylist()]
+    drop = parquet_drop(root / "drops", "held", train.filter(pa.array(keep)), test)
+    texts = Corpus(root / "full").label_texts().to_pylist()
+    (drop / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in texts))
+    ingest("parquet", drop, root / "held-out")
+    return Corpus(root / "held-out"), held
+
+
+def test_labels_with_a_text_and_no_document_are_predicted_from_their_text(
+    held_out_corpus: tuple[Corpus, list[str]], tmp_path: Path
+) -> None:
+    corpus, held = held_out_corpus
+    sets = ["model.kind=xr_linear", "tree.branching=4", "tree.max_leaf_size=8"]
+    on = train_in_process(corpus, XmcConfig.load(None, [*sets, f"work_dir={tmp_path / 'on'}"]))
+    off_cfg = XmcConfig.load(None, [*sets, "label_features.zero_shot=false",
+                                    f"work_dir={tmp_path / 'off'}"])  # fmt: skip
+    off = train_in_process(corpus, off_cfg)
+    names = on["model"].labels.names.to_pylist()
+    assert set(held) <= set(names) and not set(held) & set(off["model"].labels.names.to_pylist())
+    zero = set(on["label_features"].zero_shot.tolist())  # the held ones, and labels never used
+    assert {names.index(h) for h in held} <= zero
+    m_on, m_off = on["evaluation"].values, off["evaluation"].values
+    assert m_off["R@10 unseen"] == 0.0 and m_on["R@10 unseen"] > 0.1, m_on
+    assert m_on["P@1 seen"] >= m_off["P@1 seen"] - 0.02  # 3 of the 150 test documents
+    counts = np.asarray(on["model"].label_counts)
+    assert (counts[[names.index(h) for h in held]] == 0).all()
+
+
+def test_unseen_recall_counts_the_labels_outside_the_index_as_misses() -> None:
+    Y = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1]], dtype=np.float32))
+    scores = sp.csr_matrix(np.array([[0.9, 0.1, 0.8], [0.0, 0.2, 0.9]], dtype=np.float32))
+    counts = np.array([4, 0, 0])  # labels 1 and 2 unseen
+    got = unseen_metrics(Y, scores, counts, n_unknown=2)
+    # unseen assignments: (0, 1) at rank 3 and (1, 2) at rank 1, plus 2 outside: 2 of 4 by k=5
+    assert got["R@5 unseen"] == 0.5 and got["R@10 unseen"] == 0.5
+    # seen truth: only (0, 0); doc 0's top 1 is label 0, doc 1 has no seen label
+    assert got["P@1 seen"] == 0.5
