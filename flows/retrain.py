@@ -47,10 +47,15 @@ from xmc_core.config import XmcConfig
 
 
 @flow(name="retrain-pipeline", log_prints=True)
-def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any] | State:
+def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any]:
     """Intake, then the train pipeline on the resulting corpus when it has not been trained;
-    ends with the outcome's message (:func:`tasks.outcome.retrain_state`, not tagged)."""
-    return retrain_state(cfg, _retrain(cfg), tag=False)
+    returns what happened (the ``retrain`` flow's run says it in its state).
+
+    It returns the plain dict, never a State: Prefect hands a subflow's returned value to its
+    parent in memory, but a returned State's data it may read back from the result storage (when
+    the API answered the state change itself, e.g. after the server's SQLite was busy), which
+    ``tasks.cache_records`` refuses for anything but a stage's record: the run then failed."""
+    return _retrain(cfg)
 
 
 def _retrain(cfg: XmcConfig) -> dict[str, Any]:

@@ -64,13 +64,12 @@ def train_state(cfg: XmcConfig, outputs: dict[str, str], tag: bool = True) -> St
     return Completed(message=message, data=outputs)
 
 
-def retrain_state(cfg: XmcConfig, result: dict[str, Any], tag: bool = True) -> State:
+def retrain_state(cfg: XmcConfig, result: dict[str, Any]) -> State:
     """The final state of a retrain run, holding ``result``: ``CompletedWithQuarantine`` when
-    the intake refused a drop, else ``Completed``; with ``tag``, the current flow run gets
-    the outcome's tags."""
+    the intake refused a drop, else ``Completed``; the current flow run gets the outcome's
+    tags."""
     message, tags = retrain_outcome(cfg, result)
-    if tag:
-        add_flow_run_tags(tags)
+    add_flow_run_tags(tags)
     name = QUARANTINE_STATE if QUARANTINED in tags else "Completed"
     return Completed(name=name, message=message, data=result)
 
