@@ -103,7 +103,11 @@ def test_labels_with_a_text_and_no_document_are_predicted_from_their_text(
     zero = set(on["label_features"].zero_shot.tolist())  # the held ones, and labels never used
     assert {names.index(h) for h in held} <= zero
     m_on, m_off = on["evaluation"].values, off["evaluation"].values
-    assert m_off["R@10 unseen"] == 0.0 and m_on["R@10 unseen"] > 0.1, m_on
+    # 23 unseen assignments in the test split, 3 found in the top 10 here: the bound leaves one
+    # rank flip's room (float rounding differs between CPUs), and none are found without
+    unseen = on["test"].unknown_labels + int(on["test"].Y[:, sorted(zero)].nnz)
+    found = round(m_on["R@10 unseen"] * unseen)
+    assert m_off["R@10 unseen"] == 0.0 and found >= 2, (found, unseen, m_on)
     assert m_on["P@1 seen"] >= m_off["P@1 seen"] - 0.02  # 3 of the 150 test documents
     counts = np.asarray(on["model"].label_counts)
     assert (counts[[names.index(h) for h in held]] == 0).all()
