@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from xmc_core.config import EvalConfig, RankerConfig
 from xmc_core.evaluation.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, child_scores
+from xmc_core.linear.beam import beam_search, beam_to_csr, labelled_child_scores
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.storage.artifacts import read_meta, write_meta
@@ -125,7 +125,9 @@ def training_loss_per_level(
         parents = _parents(targets, t, X.shape[0])
         n_pairs = parents @ np.diff(level.child_ptr).astype(np.int64)
         for rows in _chunks(n_pairs, pairs_per_chunk):
-            scores, y = _pair_scores(X[rows], parents[rows], targets[t][rows], level, ranker)
+            _, scores, y = labelled_child_scores(
+                X[rows], level, parents[rows], targets[t][rows], ranker.ranker.bias
+            )
             totals[t] += _loss(scores * y, loss).sum()
             counts[t] += scores.size
     return [float(s / n) if n else 0.0 for s, n in zip(totals, counts, strict=True)]
@@ -150,16 +152,6 @@ def _chunks(cost: np.ndarray, budget: int) -> Iterator[np.ndarray]:
         total += c
     if start < cost.size:
         yield np.arange(start, cost.size)
-
-
-def _pair_scores(
-    X: sp.csr_matrix, parents: sp.csr_matrix, relevant: sp.csr_matrix, level: ChunkedLevel,
-    ranker: XRLinearModel,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """(scores, labels +-1) of every child of every row's ``parents`` (:func:`child_scores`)."""
-    rows, ids, scores = child_scores(X, level, parents, ranker.ranker.bias)
-    hit = sp.csr_matrix(relevant, dtype=np.float32)[rows, ids]
-    return scores, 2.0 * (np.asarray(hit).ravel() > 0) - 1.0
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.linear.tree import LabelTree
 from xmc_core.linear.tree_growth import grow_tree
 from xmc_core.stages.graph import Runner, Stage
+from xmc_core.storage.artifacts import read_meta
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,15 @@ class WarmHandles:
 def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
     """Sources for the parts of ``base``'s model folder the warm stages read."""
     folder = Path(base.model_dir)
-    ranker_meta = _meta(folder / "ranker")
-    scale = ranker_meta.get("leaf_cost_scale")
+    scale = read_meta(folder / "ranker", "XRLinearModel", verify=False).get("leaf_cost_scale")
+    vectorizer = read_meta(folder / "vectorizer", "TfidfVectorizer", verify=False)
     start = {
         "kind": "warm",
         "from": base.source,
         "model_dir": str(folder),
         "warm_in_a_row": base.warm_in_a_row + 1,
-        "base_features": int(_meta(folder / "vectorizer")["n_features"]),
-        "base_labels": int(_meta(folder)["n_labels"]),
+        "base_features": int(vectorizer["n_features"]),
+        "base_labels": int(read_meta(folder, "XmcModel", verify=False)["n_labels"]),
     }
     return WarmHandles(
         run.source(TfidfVectorizer, str(folder / "vectorizer")),
@@ -85,10 +86,6 @@ def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
         None if scale is None else float(scale),
         start,
     )
-
-
-def _meta(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
 
 
 def grow_label_tree(label_features: LabelFeatures, base: LabelTree, cfg: TreeConfig) -> LabelTree:
@@ -151,7 +148,7 @@ def start_line(reason: str, record: dict[str, Any] | None) -> str:
 def started(reason: str, model_dir: str | Path) -> tuple[str, dict[str, str]]:
     """(:func:`start_line`, :func:`start_tags`) of a retrain whose start plan said ``reason``
     and whose model folder is ``model_dir`` (its ``start`` record)."""
-    record = _meta(Path(model_dir)).get("start")
+    record = read_meta(model_dir, "XmcModel", verify=False).get("start")
     return start_line(reason, record), start_tags(reason, record)
 
 
@@ -159,8 +156,9 @@ def start_tags(reason: str, record: dict[str, Any] | None) -> dict[str, str]:
     """MLflow tags of a retrain's run: ``xmc.start`` (:func:`start_line`) and, when warm,
     ``xmc.start.reused`` (the record's figures, JSON)."""
     tags = {START_TAG: start_line(reason, record)}
-    if (record or {}).get("reused"):
-        tags[START_TAG + ".reused"] = json.dumps(record["reused"], sort_keys=True)  # type: ignore[index]
+    reused = (record or {}).get("reused")
+    if reused:
+        tags[START_TAG + ".reused"] = json.dumps(reused, sort_keys=True)
     return tags
 
 

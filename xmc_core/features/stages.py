@@ -113,24 +113,25 @@ def build_label_features(
     keep the labels' text TF-IDF, and give each label that has a text but no training document
     its text row as its features (:class:`LabelFeatures`)."""
     parts = list(parts)
-    if zero_shot and label_texts is not None:
-        return _with_zero_shot(
-            build_label_features(parts, cfg, vectorizer, index, label_texts), parts,
-            l2_normalize_rows(label_text_matrix(vectorizer, index, label_texts)),
-        )  # fmt: skip
+    if cfg.kind != "pifa" and label_texts is None:
+        raise ValueError(
+            f"label_features.kind={cfg.kind!r} needs label texts, but the corpus has no "
+            "labels.parquet; re-ingest with label texts or use kind=pifa"
+        )
+    text = None
+    if label_texts is not None and (cfg.kind != "pifa" or zero_shot):
+        text = label_text_matrix(vectorizer, index, label_texts)
     blocks, weights = [], []
     if cfg.kind in ("pifa", "pifa_label_text"):
         blocks.append(pifa(pifa_partial(p.X, p.Y) for p in parts))
         weights.append(1.0)
     if cfg.kind in ("label_text", "pifa_label_text"):
-        if label_texts is None:
-            raise ValueError(
-                f"label_features.kind={cfg.kind!r} needs label texts, but the corpus has no "
-                "labels.parquet; re-ingest with label texts or use kind=pifa"
-            )
-        blocks.append(label_text_matrix(vectorizer, index, label_texts))
+        blocks.append(text)
         weights.append(cfg.label_text_weight)
-    return LabelFeatures(concat_label_features(blocks, weights), cfg.kind)
+    features = LabelFeatures(concat_label_features(blocks, weights), cfg.kind)
+    if zero_shot and text is not None:
+        return _with_zero_shot(features, parts, l2_normalize_rows(text))
+    return features
 
 
 def _with_zero_shot(

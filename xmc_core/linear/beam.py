@@ -237,6 +237,17 @@ def child_scores(
     return rows, ids[kept], scores[kept].astype(np.float64)
 
 
+def labelled_child_scores(
+    X: sp.csr_matrix, level: ChunkedLevel, parents: sp.csr_matrix, relevant: sp.csr_matrix,
+    bias: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`child_scores`' (node ids, scores) and each pair's label: +1 where ``relevant``
+    (csr (n_docs, K)) holds the pair, else -1."""
+    rows, ids, scores = child_scores(X, level, parents, bias)
+    hit = np.asarray(sp.csr_matrix(relevant, dtype=np.float32)[rows, ids]).ravel() > 0
+    return ids, scores, 2.0 * hit - 1.0
+
+
 def root_beam(n_docs: int) -> tuple[np.ndarray, np.ndarray]:
     """The beam before the first level: every document at the single root with score 1."""
     return np.zeros((n_docs, 1), dtype=np.int64), np.ones((n_docs, 1), dtype=np.float32)

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
-from xmc_core.linear.beam import ChunkedLevel, child_scores
+from xmc_core.linear.beam import ChunkedLevel, labelled_child_scores
 from xmc_core.linear.levels import level_targets
 from xmc_core.linear.tree import LabelTree
 
@@ -106,7 +106,7 @@ def _known_pairs(
     targets = level_targets(Y, tree.C)
     parents = targets[-2] if tree.depth > 1 else sp.csr_matrix(np.ones((len(rows), 1)))
     W = sp.vstack([text.T, sp.csr_matrix((1, text.shape[0]))]).tocsc().astype(np.float32)
-    r, ids, s = child_scores(X, ChunkedLevel.build(W, tree.C[-1]), parents, 0.0)
+    level = ChunkedLevel.build(W, tree.C[-1])
+    ids, s, y = labelled_child_scores(X, level, parents, targets[-1], 0.0)
     keep = known[ids]
-    hit = np.asarray(targets[-1].tocsr()[r[keep], ids[keep]]).ravel() > 0
-    return s[keep], 2.0 * hit - 1.0
+    return s[keep], y[keep]

@@ -12,7 +12,6 @@ family or was trained with other featurization, tree or ranker settings, or when
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,10 @@ import yaml
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.lineage import describe, lineage_of, one_lineage
 from xmc_core.errors import XmcError
+from xmc_core.evaluation.report import read_json
 from xmc_core.families.warm import WarmBase
 from xmc_core.model import registry
+from xmc_core.model.xmc_model import model_layout
 from xmc_core.serving.registry.lineage import for_corpus, recorded_lineage
 from xmc_core.serving.registry.store import RegistryStore
 from xmc_core.serving.resolve import local_model_dir
@@ -61,10 +62,11 @@ def plan_start(cfg: XmcConfig, corpus_dir: str | Path, last_trained: Path | None
     if isinstance(found, str):
         return StartPlan(None, f"cold: {found}")
     folder, source = found
-    why_not = _incompatible(cfg, folder)
+    layout = model_layout(folder)
+    why_not = _incompatible(cfg, folder, layout["family"])
     if why_not:
         return StartPlan(None, f"cold: {source} {why_not}")
-    in_a_row = int((_meta(folder).get("start") or {}).get("warm_in_a_row", 0))
+    in_a_row = int((layout["start"] or {}).get("warm_in_a_row", 0))
     if in_a_row + 1 >= cfg.retrain.cold_every:
         return StartPlan(
             None,
@@ -97,17 +99,17 @@ def _last_trained(record: Path | None) -> tuple[Path, str] | str:
     """The model the last retrain trained, from the store's ``trained.json``."""
     if record is None or not record.is_file():
         return "no model trained before in this corpus store"
-    model = json.loads(record.read_text(encoding="utf-8")).get("model")
+    model = read_json(record).get("model")
     if not isinstance(model, str) or not (Path(model) / "meta.json").is_file():
         return f"{record} names no model folder"
     return Path(model), f"the last trained model ({Path(model).name})"
 
 
-def _incompatible(cfg: XmcConfig, folder: Path) -> str:
-    """Why the model in ``folder`` cannot be started from with ``cfg`` ("" when it can)."""
-    meta = _meta(folder)
-    if registry.canonical(str(meta.get("family"))) != cfg.model.kind:
-        return f"is a {meta.get('family')} model, not {cfg.model.kind}"
+def _incompatible(cfg: XmcConfig, folder: Path, family: str) -> str:
+    """Why the model of ``family`` in ``folder`` cannot be started from with ``cfg`` ("" when
+    it can)."""
+    if family != cfg.model.kind:
+        return f"is a {family} model, not {cfg.model.kind}"
     config = folder / "config.yaml"
     if not config.is_file():
         return "has no config.yaml to compare its settings with"
@@ -115,7 +117,3 @@ def _incompatible(cfg: XmcConfig, folder: Path) -> str:
     ours = cfg.model_dump(mode="json")
     changed = [s for s in KEPT_SECTIONS if trained.get(s) != ours.get(s)]
     return f"was trained with other {', '.join(changed)} settings" if changed else ""
-
-
-def _meta(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
