@@ -5,8 +5,8 @@ Usage, from the repository root, with the project venv (and ``make peers-venv`` 
 
     python benchmarks/retrain.py [--datasets-root ../shared/datasets]
         [--datasets reuters21578-modapte,debian-deps] [--methods ours-cold,ours-warm,pecos-cold]
-        [--slices 4] [--seed 0] [--model xr_linear] [--peers-python .venv-peers/bin/python]
-        [--out benchmarks/results/retrain-<date>.json]
+        [--slices 4] [--seed 0] [--model xr_linear] [--config PRESET]
+        [--peers-python .venv-peers/bin/python] [--out benchmarks/results/retrain-<date>.json]
     python benchmarks/retrain.py --report FILE   # print the tables of a results file, plot it
 
 Per dataset the training split is cut by ``--seed`` into ``--slices`` drops
@@ -57,12 +57,17 @@ P1_SLACK = 0.2
 """... at P@1 >= ours-cold's - this (percentage points)."""
 
 
-def run_ours(method: str, drops: Path, out: Path, model: str, timeout: float) -> dict[str, Any]:
-    """One ``retrain_runner.py`` process over every drop (a fresh copy of them)."""
+def run_ours(
+    method: str, drops: Path, out: Path, model: str, timeout: float, config: Path | None = None
+) -> dict[str, Any]:
+    """One ``retrain_runner.py`` process over every drop (a fresh copy of them); ``config``:
+    a preset (e.g. ``configs/xr-transformer-cpu.yaml``)."""
     mine = out / "drops"
     shutil.copytree(drops, mine)
     sets = [f"model.kind={model}"] + (["retrain.warm_start=false"] if method == "ours-cold" else [])
     cmd = [sys.executable, str(RUNNER), str(mine), str(out)]
+    if config is not None:
+        cmd += ["--config", str(config.resolve())]
     for s in sets:
         cmd += ["--set", s]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -114,7 +119,9 @@ def bench_dataset(src: Path, args: argparse.Namespace) -> dict[str, Any]:
         for method in [m for m in args.methods if m.startswith("ours")]:
             out = root / method
             out.mkdir()
-            result["methods"][method] = run_ours(method, drops, out, args.model, args.timeout)
+            result["methods"][method] = run_ours(
+                method, drops, out, args.model, args.timeout, args.config
+            )
             print(f"  {src.name} {method}: {brief(result['methods'][method])}", flush=True)
         cold = result["methods"].get("ours-cold", {})
         if "pecos-cold" in args.methods and cold.get("status") == "ok":
@@ -228,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--slices", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="xr_linear")
+    ap.add_argument("--config", type=Path, default=None, help="a preset for ours-cold/-warm")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--peers-python", type=Path, default=REPO / ".venv-peers" / "bin" / "python")
     today = dt.date.today().isoformat()
@@ -246,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(args.peers_python if "pecos-cold" in args.methods else None),
         "git": git_state(), "slices": args.slices, "seed": args.seed, "model": args.model,
+        "config": None if args.config is None else str(args.config),
         "datasets": {},
     }  # fmt: skip
     for name in args.datasets.split(","):

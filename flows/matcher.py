@@ -22,6 +22,7 @@ from xmc_core.families.xr_transformer.graph import MATCHER_LEVEL, matcher_graph
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
 from xmc_core.storage.work_dir import WorkDir
+from xmc_core.transformer.champion import ChampionEncoder
 from xmc_core.transformer.tokens import TokenizedTexts
 
 MATCHER_DEPLOYMENT_ENV = "XMC_MATCHER_DEPLOYMENT"
@@ -36,16 +37,21 @@ def matcher_flow(
     encoder: EncoderConfig,
     matcher: MatcherConfig,
     work_dir: str,
+    start_dir: str | None = None,
+    base_docs: int = 0,
 ) -> list[str]:
     """Train the matcher levels of the tree at ``tree_dir`` on the tokenized training split
     (``tokens_dir``, rows aligned with the featurized ``train_dir``); returns the checkpoint
-    folder of every level, coarse to fine (the last one is the fine-tuned matcher)."""
+    folder of every level, coarse to fine (the last one is the fine-tuned matcher).
+    ``start_dir``: a warm start's champion encoder (its model's ``encoder/`` part, the model
+    trained on ``base_docs`` documents): only the finest level is trained, from it."""
     # verified cache records also on a worker of the deployment, whose own result storage is
     # a plain folder (PREFECT_RESULTS_LOCAL_STORAGE_PATH)
     run = PrefectRunner(work_dir, result_storage=record_storage(work_dir))
+    start = None if start_dir is None else run.source(ChampionEncoder, start_dir)
     checkpoints = matcher_graph(
         run, run.source(TokenizedTexts, tokens_dir), run.source(SplitFeatures, train_dir),
-        run.source(LabelTree, tree_dir), encoder, matcher,
+        run.source(LabelTree, tree_dir), encoder, matcher, start, base_docs,
     )  # fmt: skip
     folders = [run.path(c) for c in checkpoints]
     print(f"matcher: {len(folders)} level(s) trained")
@@ -54,7 +60,7 @@ def matcher_flow(
 
 def run_matcher(
     run: PrefectRunner, tokens: Ref, train: Ref, tree: Ref, encoder: EncoderConfig,
-    matcher: MatcherConfig,
+    matcher: MatcherConfig, start: Ref | None = None, base_docs: int = 0,
 ) -> list[Ref]:  # fmt: skip
     """The matcher checkpoints, coarse to fine: :func:`matcher_flow` in this process, or its
     deployment named by ``XMC_MATCHER_DEPLOYMENT`` (waits for the run, reads its result)."""
@@ -62,6 +68,7 @@ def run_matcher(
         "tokens_dir": run.path(tokens), "train_dir": run.path(train),
         "tree_dir": run.path(tree), "encoder": encoder, "matcher": matcher,
         "work_dir": run.work_dir,
+        "start_dir": None if start is None else run.path(start), "base_docs": base_docs,
     }  # fmt: skip
     deployment = os.environ.get(MATCHER_DEPLOYMENT_ENV)
     if not deployment:

@@ -1,6 +1,6 @@
 """The train flow with XR-Transformer (tiny random BERT): a failure at the second matcher level
-resumes there, the rerun evaluates the model, and the deployment branch returns the same
-checkpoints."""
+resumes there, the rerun evaluates the model, the deployment branch returns the same
+checkpoints, and a warm start from the model trains only the finest matcher level."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from tests.transformer.conftest import SMALL
 from tests.transformer.tiny import build_tiny_encoder
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
+from xmc_core.families.warm import WarmBase
+from xmc_core.model.xmc_model import XmcModel
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -119,3 +121,18 @@ def test_failure_at_second_matcher_level_resumes_there(
         )  # fmt: skip
     got = [runner.path(r) for r in refs]
     assert got[-1] == outputs["matcher"] and len(got) == 2
+
+    # A warm start from this model (here through the deployment too): the champion's encoder
+    # starts the finest matcher level only, for no step (no new document).
+    plan = {"base": WarmBase(outputs["model"], "the champion").to_dict(), "reason": "warm"}
+    with prefect_api():
+        state = configured(train_pipeline, cfg, use_dask=False)(cfg, None, plan,
+                                                                return_state=True)  # fmt: skip
+    assert state.is_completed(), state.message
+    warm = state.result()
+    states = all_task_states(state.state_details.flow_run_id)
+    assert sorted(n for n in states if n.startswith("matcher-level-")) == [second]
+    assert states["grow-ranker-tree"] == "Completed"
+    model = XmcModel.load(warm["model"])
+    assert model.start["reused"]["matcher_steps"] == 0
+    assert warm["start"].startswith("warm: kept ") and "fine-tuned 0 steps" in warm["start"]

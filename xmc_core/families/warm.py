@@ -35,6 +35,7 @@ from xmc_core.linear.tree import LabelTree
 from xmc_core.linear.tree_growth import grow_tree
 from xmc_core.stages.graph import Runner, Stage
 from xmc_core.storage.artifacts import read_meta
+from xmc_core.transformer.champion import ENCODER_CLASS, ChampionEncoder
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class WarmHandles:
     tree: Any
     leaf_scale: float | None
     start: dict[str, Any] = field(default_factory=dict)
+    encoder: Any = None  # the champion's fine-tuned encoder (a transformer family's), or None
 
 
 def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
@@ -71,20 +73,26 @@ def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
     folder = Path(base.model_dir)
     scale = read_meta(folder / "ranker", "XRLinearModel", verify=False).get("leaf_cost_scale")
     vectorizer = read_meta(folder / "vectorizer", "TfidfVectorizer", verify=False)
+    meta = read_meta(folder, "XmcModel", verify=False)
     start = {
         "kind": "warm",
         "from": base.source,
         "model_dir": str(folder),
         "warm_in_a_row": base.warm_in_a_row + 1,
         "base_features": int(vectorizer["n_features"]),
-        "base_labels": int(read_meta(folder, "XmcModel", verify=False)["n_labels"]),
+        "base_labels": int(meta["n_labels"]),
+        "base_docs": int(meta["n_train_docs"]),
     }
+    encoder = None
+    if meta.get("encoder") == ENCODER_CLASS:
+        encoder = run.source(ChampionEncoder, str(folder / "encoder"))
     return WarmHandles(
         run.source(TfidfVectorizer, str(folder / "vectorizer")),
         run.source(LabelIndex, str(folder / "labels")),
         run.source(LabelTree, str(folder / "ranker" / "tree")),
         None if scale is None else float(scale),
         start,
+        encoder,
     )
 
 
@@ -141,7 +149,19 @@ def start_line(reason: str, record: dict[str, Any] | None) -> str:
         f"(+{reused['new_labels']:,} new), {reused['tree_leaves_kept']:,} of "
         f"{reused['tree_leaves']:,} tree leaves unchanged, "
         + ("the leaf cost scale searched again" if scale is None else f"leaf cost scale {scale}")
+        + _matcher_words(reused)
         + "; every ranker level trained again"
+    )
+
+
+def _matcher_words(reused: dict[str, Any]) -> str:
+    """How a transformer family's warm matcher was trained, in words ("" without one)."""
+    if "matcher_steps" not in reused:
+        return ""
+    return (
+        f", the champion's encoder fine-tuned {reused['matcher_steps']:,} steps at matcher "
+        f"level {reused['matcher_level']} (cold: {reused['cold_matcher_steps']:,} steps over "
+        f"{reused['cold_matcher_levels']} level(s))"
     )
 
 

@@ -131,28 +131,33 @@ def train_matcher_level(
     encoder_cfg: EncoderConfig,
     cfg: MatcherConfig,
     out: str | Path,
+    start: Path | None = None,
 ) -> MatcherCheckpoint:
-    """Train tree level ``level`` starting from ``previous`` (None: the pretrained encoder and
-    every cluster shortlisted) and write its checkpoint to ``out`` atomically.
+    """Train tree level ``level`` starting from ``previous`` (None: the pretrained encoder, or
+    the saved encoder folder ``start`` (a warm start's, its champion's), and every cluster
+    shortlisted) and write its checkpoint to ``out`` atomically.
 
     ``tokens``: the training documents; ``Y``: csr (n_docs, n_labels). Torch's random state is
     drawn from ``(cfg.seed, level)``.
     """
     device = resolve_device(cfg.device)
     with seeded(device, cfg.seed, level):
-        return _train_level(tokens, Y, tree, level, previous, encoder_cfg, cfg, out, device)
+        return _train_level(tokens, Y, tree, level, previous, encoder_cfg, cfg, out, device, start)
 
 
 def _train_level(
     tokens: TokenizedTexts, Y: sp.csr_matrix, tree: LabelTree, level: int,
     previous: MatcherCheckpoint | None, encoder_cfg: EncoderConfig, cfg: MatcherConfig,
-    out: str | Path, device: torch.device,
+    out: str | Path, device: torch.device, start_encoder: Path | None = None,
 ) -> MatcherCheckpoint:  # fmt: skip
     start = time.perf_counter()
     n = tokens.n_docs
     train_rows, val_rows = matcher_rows(n, cfg)
     rows = np.union1d(train_rows, val_rows)
-    if previous is None:
+    if previous is None and start_encoder is not None:
+        encoder, tokenizer = TextEncoder.load_saved(start_encoder)
+        predicted, E_prev = None, None
+    elif previous is None:
         encoder = TextEncoder.load(encoder_cfg)
         tokenizer = load_tokenizer(encoder_cfg.path or default_encoder_path())
         predicted, E_prev = None, None

@@ -46,4 +46,5 @@ FAMILY = Family(
     sections=SECTIONS,
     needs_text=True,
     requirements=REQUIREMENTS,
+    warm_start=True,
 )

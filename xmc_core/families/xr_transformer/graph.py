@@ -16,7 +16,9 @@ from xmc_core.config import EncoderConfig, MatcherConfig, PredictConfig, RankerC
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.families.common import TREE, level_ranker, ranker_levels
+from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_transformer import NAME
+from xmc_core.families.xr_transformer.warm import matcher_start, warm_matcher_cfg
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
@@ -31,6 +33,7 @@ from xmc_core.stages.graph import Runner, Stage
 from xmc_core.stages.keys import key_part
 from xmc_core.transformer import matcher as matcher_lib
 from xmc_core.transformer import tokens as token_lib
+from xmc_core.transformer.champion import ChampionEncoder
 from xmc_core.transformer.encoder import (
     TextEncoder,
     default_encoder_path,
@@ -67,11 +70,19 @@ def stack_tokens(parts: list[TokenizedTexts], split: str) -> TokenizedTexts:
 def train_matcher_level(
     tokens: TokenizedTexts, train: SplitFeatures, tree: LabelTree, level: int,
     previous: MatcherCheckpoint | None, encoder: EncoderConfig, matcher: MatcherConfig,
-    out: Path,
+    out: Path, start: ChampionEncoder | None = None, base_docs: int = 0,
 ) -> None:  # fmt: skip
     """Fine-tune the encoder and the head of tree level ``level`` from the previous level's
-    checkpoint (None: the pretrained encoder); writes the checkpoint into ``out``."""
-    matcher_lib.train_matcher_level(tokens, train.Y, tree, level, previous, encoder, matcher, out)
+    checkpoint (None: the pretrained encoder, or a warm start's champion encoder ``start``,
+    trained for the warm budget: :func:`~.warm.warm_matcher_cfg`, the champion having been
+    trained on ``base_docs`` documents); writes the checkpoint into ``out``."""
+    begin = None
+    if start is not None:
+        matcher = warm_matcher_cfg(matcher, tokens.n_docs, base_docs)
+        begin = start.encoder_dir
+    matcher_lib.train_matcher_level(
+        tokens, train.Y, tree, level, previous, encoder, matcher, out, begin
+    )
 
 
 def matcher_predictions(ckpt: MatcherCheckpoint, E: np.ndarray, beam_size: int) -> sp.csr_matrix:
@@ -131,27 +142,44 @@ def shortlists(
 def assemble(
     vectorizer: TfidfVectorizer, labels: LabelIndex, tree: LabelTree, levels: list[LevelRankers],
     train: SplitFeatures, checkpoint: MatcherCheckpoint, ranker: RankerConfig,
-    predict: PredictConfig, matcher: MatcherConfig,
+    predict: PredictConfig, matcher: MatcherConfig, base_tree: LabelTree | None = None,
+    matcher_tree: LabelTree | None = None, start: dict[str, Any] | None = None,
 ) -> XmcModel:  # fmt: skip
     """Vectorizer + label index + refined tree + level rankers + the last matcher level's
-    encoder -> a deployable model."""
+    encoder -> a deployable model; ``base_tree``, ``matcher_tree`` and ``start``: a warm
+    start's champion ranker tree, this run's matcher tree and the start record (what was
+    reused is added to it)."""
     model = level_ranker(tree, levels, train, ranker, predict)
-    return transformer_model(NAME, vectorizer, labels, model, train, checkpoint, matcher)
+    if start is not None and base_tree is not None and matcher_tree is not None:
+        scale = start.get("leaf_cost_scale")
+        start = start_record(start, vectorizer, labels, tree, base_tree, scale)
+        n_docs = train.X.shape[0]
+        start["reused"] |= matcher_start(matcher_tree, matcher, n_docs, start["base_docs"])
+    return transformer_model(NAME, vectorizer, labels, model, train, checkpoint, matcher, start)
 
 
 def transformer_model(
     family: str, vectorizer: TfidfVectorizer, labels: LabelIndex, ranker: XRLinearModel,
     train: SplitFeatures, checkpoint: MatcherCheckpoint, matcher: MatcherConfig,
+    start: dict[str, Any] | None = None,
 ) -> XmcModel:  # fmt: skip
     """A deployable model of family ``family``: the ranker on ``[TF-IDF, weight * e]``, its
-    encoder the matcher ``checkpoint``'s fine-tuned transformer (``EmbeddingFeatures``)."""
+    encoder the matcher ``checkpoint``'s fine-tuned transformer (``EmbeddingFeatures``);
+    ``start``: its warm start's record."""
     encoder, tokenizer = checkpoint.encoder()
     features = EmbeddingFeatures(
         encoder, tokenizer, matcher.embedding_weight, matcher.embed_batch_size, matcher.device,
         matcher.bf16, matcher.predict_runtime,
     )  # fmt: skip
     return XmcModel(
-        family, vectorizer, labels, features, ranker, label_counts(train.Y), train.X.shape[0]
+        family,
+        vectorizer,
+        labels,
+        features,
+        ranker,
+        label_counts(train.Y),
+        train.X.shape[0],
+        start,
     )
 
 
@@ -166,7 +194,7 @@ TOKENS_SPLIT = Stage(
 MATCHER_LEVEL = Stage(
     "matcher-level", train_matcher_level, MatcherCheckpoint,
     {"tokens": TokenizedTexts, "train": SplitFeatures, "tree": LabelTree,
-     "previous": MatcherCheckpoint},
+     "previous": MatcherCheckpoint, "start": ChampionEncoder},
     writes_folder=True, describe=lambda c: f"level {c.level}: {c.n_clusters} clusters",
 )  # fmt: skip
 EMBED = Stage(
@@ -189,26 +217,34 @@ SHORTLISTS = Stage(
 MODEL = Stage(
     "transformer-model", assemble, XmcModel,
     {"vectorizer": TfidfVectorizer, "labels": LabelIndex, "tree": LabelTree,
-     "levels": LevelRankers, "train": SplitFeatures, "checkpoint": MatcherCheckpoint},
+     "levels": LevelRankers, "train": SplitFeatures, "checkpoint": MatcherCheckpoint,
+     "base_tree": LabelTree, "matcher_tree": LabelTree},
     describe=lambda m: f"{len(m.labels)} labels",
 )  # fmt: skip
 
 
 def matcher_graph(
     run: Runner, tokens: Any, train: Any, tree: Any, encoder: EncoderConfig,
-    matcher: MatcherConfig,
+    matcher: MatcherConfig, start: Any = None, base_docs: int = 0,
 ) -> list[Any]:  # fmt: skip
     """The matcher levels, coarse to fine, each resuming from the previous one's checkpoint;
-    returns their handles (the last one is the fine-tuned matcher)."""
+    returns their handles (the last one is the fine-tuned matcher). ``start``: a warm start's
+    champion encoder (a ``ChampionEncoder`` handle; its model was trained on ``base_docs``
+    documents): only the finest level is trained, from it (:mod:`.warm`)."""
     checkpoints: list[Any] = []
     for line in level_choices(run.value(tree), matcher):
         log.info("%s", line)
-    for level in matcher_levels(run.value(tree), matcher):
+    levels = matcher_levels(run.value(tree), matcher)
+    warm: dict[str, Any] = {}
+    if start is not None:
+        levels, warm = levels[-1:], {"start": start, "base_docs": base_docs}
+        log.info("matcher: warm start, level %d only, from the champion's encoder", levels[0])
+    for level in levels:
         checkpoints.append(
             run(
                 MATCHER_LEVEL, label=f"matcher-level-{level}", tokens=tokens, train=train,
                 tree=tree, level=level, previous=checkpoints[-1] if checkpoints else None,
-                encoder=encoder, matcher=matcher,
+                encoder=encoder, matcher=matcher, **warm,
             )
         )  # fmt: skip
     return checkpoints
@@ -230,16 +266,21 @@ def tokenize_splits(run: Runner, corpus: Any, encoder: EncoderConfig) -> dict[st
     }
 
 
-def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
+def graph(
+    run: Runner, feats: dict[str, Any], cfg: XmcConfig, warm: WarmHandles | None = None
+) -> dict[str, Any]:
     """Tokens (per partition), matcher tree and levels, embeddings, refined tree, matcher
-    shortlists, ranker levels, model."""
+    shortlists, ranker levels, model. ``warm``: a champion's parts (:mod:`.warm`): its
+    encoder starts the matcher's finest level, its ranker tree is grown."""
     tokens = tokenize_splits(run, feats["corpus"], cfg.encoder)
     matcher_tree = run(
         TREE, label="matcher-tree", label_features=feats["label_features"], cfg=cfg.tree
     )
+    started = {} if warm is None else {"start": warm.encoder,
+                                       "base_docs": int(warm.start["base_docs"])}  # fmt: skip
     checkpoints = run.handoff(
         "matcher", matcher_graph, tokens=tokens["train"], train=feats["train"],
-        tree=matcher_tree, encoder=cfg.encoder, matcher=cfg.matcher,
+        tree=matcher_tree, encoder=cfg.encoder, matcher=cfg.matcher, **started,
     )  # fmt: skip
     last = checkpoints[-1]
     embedded = {
@@ -250,16 +291,17 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         for s in SPLITS
     }  # fmt: skip
     z = run(RANKER_FEATURES, train=feats["train"], embedded=embedded["train"])
-    tree = run(TREE, label="ranker-tree", label_features=z, cfg=cfg.tree)
+    tree, kept = ranker_tree(run, z, cfg, warm, matcher_tree)
     extra = run(
         SHORTLISTS, label="matcher-shortlists", checkpoint=last, embedded=embedded["train"],
         matcher_tree=matcher_tree, ranker_tree=tree, beam_size=cfg.matcher.beam_size,
     )  # fmt: skip
-    levels = ranker_levels(run, embedded["train"], tree, cfg, extra, prefix="ranker")
+    scale = None if warm is None else warm.leaf_scale
+    levels = ranker_levels(run, embedded["train"], tree, cfg, extra, "ranker", scale)
     model = run(
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
-        checkpoint=last, ranker=cfg.ranker, predict=cfg.predict, matcher=cfg.matcher,
+        checkpoint=last, ranker=cfg.ranker, predict=cfg.predict, matcher=cfg.matcher, **kept,
     )  # fmt: skip
     return {
         "tokens_train": tokens["train"], "tokens_test": tokens["test"],
@@ -268,6 +310,19 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
         "tree": tree, "model": model,
         "model_train": embedded["train"], "model_test": embedded["test"],
     }  # fmt: skip
+
+
+def ranker_tree(
+    run: Runner, z: Any, cfg: XmcConfig, warm: WarmHandles | None, matcher_tree: Any
+) -> tuple[Any, dict[str, Any]]:
+    """The ranker's tree on the label features ``z`` (the champion's, grown, when ``warm``)
+    and what the model's assembly needs to record a warm start."""
+    if warm is None:
+        return run(TREE, label="ranker-tree", label_features=z, cfg=cfg.tree), {}
+    tree = run(TREE_WARM, label="grow-ranker-tree", label_features=z, base=warm.tree,
+               cfg=cfg.tree)  # fmt: skip
+    start = {**warm.start, "leaf_cost_scale": warm.leaf_scale}
+    return tree, {"base_tree": warm.tree, "matcher_tree": matcher_tree, "start": start}
 
 
 def runtime_requirements(cfg: XmcConfig) -> tuple[str, ...]:

@@ -32,8 +32,9 @@ from xmc_core.serving.resolve import local_model_dir
 
 log = logging.getLogger(__name__)
 
-KEPT_SECTIONS = ("tokenizer", "tfidf", "label_features", "tree", "ranker")
-"""Settings a warm start keeps from its champion: a change in one of them means a cold start."""
+KEPT_SECTIONS = ("tokenizer", "tfidf", "label_features", "tree", "ranker", "encoder")
+"""Settings a warm start keeps from its champion: a change in one of them means a cold start
+(``encoder``: a transformer family's base model, pooling and length)."""
 
 
 @dataclass(frozen=True)

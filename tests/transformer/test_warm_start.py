@@ -1,0 +1,95 @@
+"""A warm XR-Transformer start in process: the champion's encoder starts the finest matcher
+level for a step budget that follows the new documents, its ranker tree keeps its clusters, and
+the model records what it reused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from tests.corpus.helpers import parquet_drop
+from xmc_core.config import MatcherConfig, XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.importers import ingest
+from xmc_core.families.train import train_in_process
+from xmc_core.families.warm import WarmBase, start_line
+from xmc_core.families.xr_transformer.warm import warm_steps
+from xmc_core.model.xmc_model import XmcModel
+from xmc_core.storage.artifacts import read_meta
+from xmc_core.transformer.shortlist import matcher_levels
+
+
+def test_the_warm_step_budget_follows_the_share_of_new_documents() -> None:
+    cfg = MatcherConfig(steps_per_level=150)
+    assert warm_steps(cfg, 400, 200) == 75  # half the documents are new
+    assert warm_steps(cfg, 300, 200) == 50
+    assert warm_steps(cfg, 7, 6) == 22  # 150 / 7 = 21.4, rounded up
+    assert warm_steps(cfg, 200, 200) == 0  # no new document: no step
+    assert warm_steps(cfg, 100, 200) == 0  # fewer documents than the champion's
+    assert warm_steps(cfg, 0, 0) == 0
+
+
+@pytest.fixture(scope="module")
+def half(tx_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    """The first 200 of the 400 training documents, the same test split."""
+    root = tmp_path_factory.mktemp("xrt-warm")
+    train = pq.read_table(tx_dataset / "train.parquet")
+    test = pq.read_table(tx_dataset / "test.parquet")
+    ingest("parquet", parquet_drop(root / "drops", "half", train.slice(0, 200), test),
+           root / "half")  # fmt: skip
+    return Corpus(root / "half")
+
+
+def config(tx_config: XmcConfig, work: Path) -> XmcConfig:
+    model = tx_config.model.model_copy(update={"kind": "xr_transformer"})
+    return tx_config.model_copy(update={"model": model, "work_dir": work})
+
+
+def test_a_warm_start_fine_tunes_the_champions_encoder_at_the_finest_level_only(
+    half: Corpus, tx_dataset: Path, tx_config: XmcConfig, tmp_path: Path
+) -> None:
+    champion: XmcModel = train_in_process(half, config(tx_config, tmp_path / "c"))["model"]
+    champion.save(tmp_path / "champion")
+    base = WarmBase(str(tmp_path / "champion"), "the champion")
+    cfg = config(tx_config, tmp_path / "w")
+    out = train_in_process(Corpus(tx_dataset), cfg, base)
+    model: XmcModel = out["model"]
+    levels = matcher_levels(out["matcher_tree"], cfg.matcher)
+    assert len(levels) > 1  # so that training only the finest one is visible
+    assert len(out["matcher_levels"]) == 1 and out["matcher"].level == levels[-1]
+    steps = cfg.matcher.steps_per_level
+    assert steps == 6
+    meta = read_meta(out["matcher"].folder, "MatcherLevel", verify=False)
+    assert meta["matcher"]["steps_per_level"] == 3  # 6 x 200 new of 400 documents
+    reused = model.start["reused"]
+    assert reused["matcher_steps"] == 3 and reused["matcher_level"] == levels[-1]
+    assert reused["cold_matcher_steps"] == steps * len(levels)
+    assert reused["new_labels"] == len(model.labels) - len(champion.labels)
+    assert reused["vocabulary_columns"] == champion.vectorizer.n_features
+    # the ranker tree is the champion's, grown: its unchanged leaves are counted
+    assert 0 < reused["tree_leaves_kept"] <= reused["tree_leaves"]
+    line = start_line("warm from the champion", model.start)
+    assert "encoder fine-tuned 3 steps at matcher level" in line
+    # the warm model predicts, and as well as the champion on the grown corpus's test split
+    texts = Corpus(tx_dataset).read_split("test", ["text"]).column("text").to_pylist()
+    top = model.top_labels(model.predict(texts))
+    assert len(top) == len(texts) and all(len(t) > 0 for t in top)
+    assert out["evaluation"].values["P@1"] >= 0.5
+
+
+def test_a_warm_start_without_new_documents_trains_no_matcher_step(
+    half: Corpus, tx_config: XmcConfig, tmp_path: Path
+) -> None:
+    champion: XmcModel = train_in_process(half, config(tx_config, tmp_path / "c"))["model"]
+    champion.save(tmp_path / "champion")
+    base = WarmBase(str(tmp_path / "champion"), "the champion")
+    out = train_in_process(half, config(tx_config, tmp_path / "w"), base)
+    assert out["model"].start["reused"]["matcher_steps"] == 0
+    # the encoder is the champion's, unchanged: the same embeddings of the test texts
+    texts = half.read_split("test", ["text"]).column("text").to_pylist()[:20]
+    a = champion.encoder.embed(texts)
+    b = out["model"].encoder.embed(texts)
+    np.testing.assert_array_equal(a, b)
