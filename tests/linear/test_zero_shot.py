@@ -4,20 +4,15 @@ labels' recall is 0 without them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from tests.corpus.helpers import parquet_drop
+from tests.corpus.helpers import held_out_dataset
 from xmc_core.config import RankerConfig, TreeConfig, XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.importers import ingest
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 from xmc_core.evaluation.unseen import unseen_metrics
@@ -77,16 +72,8 @@ def held_out_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Corpus, l
     root = tmp_path_factory.mktemp("zero-shot")
     spec = SyntheticSpec(n_train=500, n_test=150, n_domains=3, topics_per_domain=3)
     write_synthetic_dataset(root / "full", spec, rows_per_group=200)
-    train = pq.read_table(root / "full" / "train.parquet")
-    test = pq.read_table(root / "full" / "test.parquet")
-    counts = pc.value_counts(pc.list_flatten(test["labels"])).to_pylist()
-    held = sorted(c["values"] for c in counts)[:HELD_OUT]
-    keep = [not set(labels) & set(held) for labels in train["labels"].to_pylist()]
-    drop = parquet_drop(root / "drops", "held", train.filter(pa.array(keep)), test)
-    texts = Corpus(root / "full").label_texts().to_pylist()
-    (drop / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in texts))
-    ingest("parquet", drop, root / "held-out")
-    return Corpus(root / "held-out"), held
+    folder, held = held_out_dataset(root / "full", root, HELD_OUT)
+    return Corpus(folder), held
 
 
 def test_labels_with_a_text_and_no_document_are_predicted_from_their_text(

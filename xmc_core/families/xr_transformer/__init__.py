@@ -47,4 +47,5 @@ FAMILY = Family(
     needs_text=True,
     requirements=REQUIREMENTS,
     warm_start=True,
+    zero_shot=True,
 )

@@ -15,10 +15,12 @@ import scipy.sparse as sp
 from xmc_core.config import EncoderConfig, MatcherConfig, PredictConfig, RankerConfig, XmcConfig
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.schema import SPLITS
-from xmc_core.families.common import TREE, level_ranker, ranker_levels
+from xmc_core.families.common import TREE, ZERO_SHOT, level_ranker, ranker_levels
+from xmc_core.families.featurize import zero_shot_on
 from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_transformer import NAME
 from xmc_core.families.xr_transformer.warm import matcher_start, warm_matcher_cfg
+from xmc_core.families.xr_transformer.zero_shot import aligned_texts, text_features, with_zero_shot
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
@@ -121,10 +123,24 @@ def embed_split(
     return EmbeddedSplit(X, split.Y, split.doc_ids, split.unknown_labels, E)
 
 
-def ranker_features(train: SplitFeatures, embedded: EmbeddedSplit) -> LabelFeatures:
-    """PIFA over TF-IDF ⊕ PIFA over the embeddings, for the ranker's refined tree."""
+def ranker_features(
+    train: SplitFeatures, embedded: EmbeddedSplit, label_features: LabelFeatures | None = None,
+    corpus: Corpus | None = None, index: LabelIndex | None = None,
+    checkpoint: MatcherCheckpoint | None = None, matcher: MatcherConfig | None = None,
+) -> LabelFeatures:  # fmt: skip
+    """PIFA over TF-IDF ⊕ PIFA over the embeddings, for the ranker's refined tree; with
+    zero-shot labels (``label_features`` has them; ``corpus``, ``index``, ``checkpoint`` and
+    ``matcher`` then given), their rows from their texts (:mod:`.zero_shot`)."""
     assert embedded.E is not None
-    return LabelFeatures(ranker_label_features(train.X, embedded.E, train.Y), "pifa_concat")
+    z = ranker_label_features(train.X, embedded.E, train.Y)
+    if label_features is None or label_features.text is None or not label_features.zero_shot.size:
+        return LabelFeatures(z, "pifa_concat")
+    assert corpus is not None and index is not None and checkpoint is not None and matcher
+    label_texts = corpus.label_texts()
+    assert label_texts is not None  # zero-shot labels come from the label texts
+    texts = aligned_texts(index, label_texts)
+    text = text_features(label_features, texts, checkpoint, matcher)
+    return with_zero_shot(z, label_features, text, "pifa_concat")
 
 
 def shortlists(
@@ -204,7 +220,8 @@ EMBED = Stage(
 )  # fmt: skip
 RANKER_FEATURES = Stage(
     "ranker-label-features", ranker_features, LabelFeatures,
-    {"train": SplitFeatures, "embedded": EmbeddedSplit},
+    {"train": SplitFeatures, "embedded": EmbeddedSplit, "label_features": LabelFeatures,
+     "corpus": Corpus, "index": LabelIndex, "checkpoint": MatcherCheckpoint},
     describe=lambda z: f"Z {z.z.shape}, {z.z.nnz} nonzeros",
 )  # fmt: skip
 SHORTLISTS = Stage(
@@ -290,7 +307,8 @@ def graph(
         )
         for s in SPLITS
     }  # fmt: skip
-    z = run(RANKER_FEATURES, train=feats["train"], embedded=embedded["train"])
+    zero = zero_shot_inputs(run, feats, cfg, last)
+    z = run(RANKER_FEATURES, train=feats["train"], embedded=embedded["train"], **zero)
     tree, kept = ranker_tree(run, z, cfg, warm, matcher_tree)
     extra = run(
         SHORTLISTS, label="matcher-shortlists", checkpoint=last, embedded=embedded["train"],
@@ -298,6 +316,11 @@ def graph(
     )  # fmt: skip
     scale = None if warm is None else warm.leaf_scale
     levels = ranker_levels(run, embedded["train"], tree, cfg, extra, "ranker", scale)
+    if zero:
+        levels[-1] = run(
+            ZERO_SHOT, label="zero-shot-rankers", train=embedded["train"], tree=tree,
+            level=levels[-1], label_features=z, ranker=cfg.ranker,
+        )  # fmt: skip
     model = run(
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
@@ -309,6 +332,19 @@ def graph(
         "embedded_train": embedded["train"], "embedded_test": embedded["test"],
         "tree": tree, "model": model,
         "model_train": embedded["train"], "model_test": embedded["test"],
+    }  # fmt: skip
+
+
+def zero_shot_inputs(
+    run: Runner, feats: dict[str, Any], cfg: XmcConfig, checkpoint: Any
+) -> dict[str, Any]:
+    """What the ranker's label features need for zero-shot labels (:mod:`.zero_shot`), or {}
+    when there are none to make (off, or no label texts)."""
+    if not zero_shot_on(cfg, run.value(feats["corpus"])):
+        return {}
+    return {
+        "label_features": feats["label_features"], "corpus": feats["corpus"],
+        "index": feats["label_index"], "checkpoint": checkpoint, "matcher": cfg.matcher,
     }  # fmt: skip
 
 
