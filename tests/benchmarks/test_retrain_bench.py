@@ -45,13 +45,16 @@ def step(name: str, train_s: float, model_s: float, p1: float) -> dict:
 def test_each_step_after_the_first_is_judged_against_the_targets() -> None:
     cold = {"status": "ok", "steps": [step("a", 10, 5, 0.9), step("b", 20, 10, 0.9)]}
     warm = {"status": "ok", "steps": [step("a", 10, 5, 0.9), step("b", 11, 5, 0.8985)]}
-    verdicts = targets({"ours-cold": cold, "ours-warm": warm})
+    verdicts = targets({"ours-cold": cold, "ours-warm": warm}, "xr_linear")
     assert len(verdicts) == 1
     v = verdicts[0]
     assert v["step"] == "b" and v["train_s_ratio"] == 0.55 and v["model_s_ratio"] == 0.5
     assert v["time_met"] and v["model_time_met"] and v["p1_met"]
     assert round(v["p1_gap_pt"], 2) == -0.15
     warm["steps"][1]["metrics"]["P@1"] = 0.897
-    assert not targets({"ours-cold": cold, "ours-warm": warm})[0]["p1_met"]
+    assert not targets({"ours-cold": cold, "ours-warm": warm}, "xr_linear")[0]["p1_met"]
+    # XR-Transformer's time target is 0.35x: 0.55x misses it
+    xrt = targets({"ours-cold": cold, "ours-warm": warm}, "xr_transformer")[0]
+    assert xrt["time_target"] == 0.35 and not xrt["time_met"] and not xrt["model_time_met"]
     lines = report_lines({"datasets": {"toy": {"methods": {"ours-cold": cold}, "targets": []}}})
     assert "| ours-cold | b | 10 | 0 | 20.0 | 10.0 | 90.00 | 50.00 | 40.00 | - |" in lines

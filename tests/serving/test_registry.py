@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import mlflow
+import pyarrow.parquet as pq
 import pytest
 
 from tests.serving.registry_fixtures import (
@@ -25,6 +27,7 @@ from tests.serving.registry_fixtures import (
     registry_config,
 )
 from xmc_core.config import XmcConfig
+from xmc_core.corpus import Corpus
 from xmc_core.corpus.lineage import describe, lineage_of
 from xmc_core.errors import InputError, XmcError
 from xmc_core.serving.registry import gate as evaluation
@@ -338,3 +341,21 @@ def test_registering_prints_only_what_is_not_a_routine_notice(
         eprint("Created version '2' of model 'xmc'.")
         eprint("WARNING: something else")
     assert capsys.readouterr().err == "WARNING: something else\n"
+
+
+def test_cached_figures_follow_the_evaluated_split_not_the_training_split(
+    cfg: XmcConfig, gate_dataset: Path, tmp_path: Path
+) -> None:
+    """A retrain's corpus grows its training split: the champion's figures on the unchanged
+    test split stay valid (their key is the same); a changed test split changes it."""
+    grown = tmp_path / "grown"
+    shutil.copytree(gate_dataset, grown)
+    train = pq.read_table(grown / "train.parquet")
+    pq.write_table(train.slice(0, train.num_rows // 2), grown / "train.parquet")
+    assert Corpus(grown).split_fingerprint("train") != Corpus(gate_dataset).split_fingerprint(
+        "train"
+    )
+    assert registry._eval_key(cfg, grown) == registry._eval_key(cfg, gate_dataset)
+    test = pq.read_table(grown / "test.parquet")
+    pq.write_table(test.slice(1), grown / "test.parquet")
+    assert registry._eval_key(cfg, grown)["split"] != registry._eval_key(cfg, gate_dataset)["split"]

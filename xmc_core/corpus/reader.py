@@ -69,6 +69,15 @@ class Corpus:
         """Content fingerprint of the corpus (stable across row-group layouts)."""
         return self.manifest.fingerprint
 
+    def split_fingerprint(self, split: str) -> str:
+        """Content fingerprint of one split: its partitions' (:func:`partition_fingerprint`),
+        in order. A corpus grown by merging keeps the row groups of a split no drop changed,
+        so a held-out split's figures stay valid while its training split grows."""
+        digest = hashlib.sha256(f"{self.kind}/{split}".encode())
+        for ref in self.partitions(split):
+            digest.update(partition_fingerprint(ref).encode())
+        return digest.hexdigest()
+
     def _split_files(self, split: str) -> list[Path]:
         base = self.path / f"{split}.parquet"
         if base.is_dir():

@@ -8,9 +8,10 @@ dataset, from raw text (``serving.evaluation``), and moves the alias only when t
 ``registry.metric`` is at least the holder's plus ``registry.margin``. Every decision is
 recorded as tags on the version it concerns (``xmc.promotion.*``), each version's figures are
 cached as a JSON artifact of its run (named by the tag ``xmc.eval_file.<split>``, keyed by the
-dataset fingerprint, the evaluation settings and the ``xmc_core`` code; see ``store``) so a
-champion is not re-evaluated, and the registered model keeps the alias's recent holders
-(``xmc.alias_history.<alias>``, JSON list, oldest first) for ``rollback``.
+evaluated split's content, the evaluation settings and the ``xmc_core`` code; see ``store``) so
+a champion is not re-evaluated when only the training split grew, and the registered model
+keeps the alias's recent holders (``xmc.alias_history.<alias>``, JSON list, oldest first) for
+``rollback``.
 
 Concurrency: every read-compare-set of the alias runs under an exclusive ``fcntl.flock`` on
 ``<mlflow_dir>/locks/registry-<name>-<alias>.lock`` (threads and processes of one machine; a
@@ -264,9 +265,11 @@ def _eval_cfg(cfg: XmcConfig) -> EvalConfig:
 
 
 def _eval_key(cfg: XmcConfig, dataset: Path) -> dict[str, str]:
-    """What a cached evaluation must match: the data, the settings and the code."""
+    """What a cached evaluation must match: the evaluated split's content (not the whole
+    dataset's: a retrain's grown training split leaves the champion's figures valid), the
+    settings and the code."""
     return {
-        "dataset": Corpus(dataset).fingerprint,
+        "split": Corpus(dataset).split_fingerprint(cfg.registry.eval_split),
         "eval": _eval_cfg(cfg).fingerprint(),
         "code": closure_fingerprint("xmc_core.serving.registry.gate"),  # the code that evaluates
     }
