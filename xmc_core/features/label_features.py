@@ -85,6 +85,13 @@ class LabelFeatures:
             raise ArtifactError(folder, f"inconsistent label features: {err}") from err
 
 
+def aligned_label_texts(index: LabelIndex, texts: pa.Table) -> pa.Array:
+    """Each label's text in label-id order (null where it has none). ``texts``: table with
+    columns ``label`` and ``text`` (nullable), any order."""
+    pos = pc.index_in(index.names, value_set=texts.column("label").cast(pa.large_string()))
+    return texts.column("text").combine_chunks().take(pos)
+
+
 def label_text_matrix(
     vectorizer: TfidfVectorizer, index: LabelIndex, texts: pa.Table
 ) -> sp.csr_matrix:
@@ -92,6 +99,11 @@ def label_text_matrix(
 
     ``texts``: table with columns ``label`` and ``text`` (nullable), any order.
     """
-    pos = pc.index_in(index.names, value_set=texts.column("label").cast(pa.large_string()))
-    aligned = texts.column("text").combine_chunks().take(pos)
-    return vectorizer.transform(aligned)
+    return vectorizer.transform(aligned_label_texts(index, texts))
+
+
+def with_text_rows(z: sp.csr_matrix, text: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
+    """``z`` with its ``rows`` (bool (n_labels,)) replaced by those of ``text`` (the same
+    shape): the zero-shot labels' features, in whatever space ``text`` is."""
+    mask = rows.astype(np.float32)
+    return sp.csr_matrix(sp.diags(1.0 - mask) @ z + sp.diags(mask) @ text, dtype=np.float32)

@@ -23,6 +23,7 @@ from xmc_core.features.label_features import (
     label_text_matrix,
     pifa,
     pifa_partial,
+    with_text_rows,
 )
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.normalize import l2_normalize_rows
@@ -146,6 +147,5 @@ def _with_zero_shot(
     unseen = (docs == 0) & (np.diff(text.indptr) > 0)
     z = features.z
     if features.kind == "pifa" and unseen.any():
-        keep = sp.diags((~unseen).astype(np.float32))
-        z = sp.csr_matrix(keep @ z + sp.diags(unseen.astype(np.float32)) @ text, dtype=np.float32)
+        z = with_text_rows(z, text, unseen)
     return LabelFeatures(z, features.kind, text.astype(np.float32), np.flatnonzero(unseen))

@@ -20,8 +20,8 @@ from xmc_core.families.featurize import zero_shot_on
 from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_transformer import NAME
 from xmc_core.families.xr_transformer.warm import matcher_start, warm_matcher_cfg
-from xmc_core.families.xr_transformer.zero_shot import aligned_texts, text_features, with_zero_shot
-from xmc_core.features.label_features import LabelFeatures
+from xmc_core.families.xr_transformer.zero_shot import text_features, with_zero_shot
+from xmc_core.features.label_features import LabelFeatures, aligned_label_texts
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
@@ -138,7 +138,7 @@ def ranker_features(
     assert corpus is not None and index is not None and checkpoint is not None and matcher
     label_texts = corpus.label_texts()
     assert label_texts is not None  # zero-shot labels come from the label texts
-    texts = aligned_texts(index, label_texts)
+    texts = aligned_label_texts(index, label_texts)
     text = text_features(label_features, texts, checkpoint, matcher)
     return with_zero_shot(z, label_features, text, "pifa_concat")
 
