@@ -22,10 +22,12 @@ class ChampionEncoder:
 
     @classmethod
     def load(cls, folder: str | Path) -> ChampionEncoder:
-        """Check the part's ``meta.json`` (class and checksums) and its encoder's."""
+        """Check the part's ``meta.json`` (class and checksums, its encoder's ``meta.json``
+        among them) and its encoder's class; the encoder's weights are checked once, when the
+        matcher loads them (``TextEncoder.load_saved``), not hashed twice."""
         folder = Path(folder)
         read_meta(folder, ENCODER_CLASS)
-        read_meta(folder / "encoder", "TextEncoder")
+        read_meta(folder / "encoder", "TextEncoder", verify=False)
         return cls(folder)
 
     @property
