@@ -108,6 +108,11 @@ def evaluate(model: XmcModel, split: SplitFeatures, cfg: EvalConfig) -> Metrics:
     return Metrics(model.evaluate(split, cfg))
 
 
+def describe_level(r: LevelRankers) -> str:
+    """The log line of a stage that makes a level's rankers."""
+    return f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}"
+
+
 TREE = Stage(
     "tree", build_tree, LabelTree, {"label_features": LabelFeatures},
     describe=lambda t: f"nodes per level {t.level_sizes()}",
@@ -116,13 +121,13 @@ LEVEL = Stage(
     "level", train_level, LevelRankers,
     {"train": SplitFeatures, "tree": LabelTree, "above": LevelRankers,
      "shortlists": MatcherShortlists},
-    describe=lambda r: f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}",
+    describe=describe_level,
 )  # fmt: skip
 ZERO_SHOT = Stage(
     "zero-shot", zero_shot_rankers, LevelRankers,
     {"train": SplitFeatures, "tree": LabelTree, "level": LevelRankers,
      "label_features": LabelFeatures},
-    describe=lambda r: f"level {r.level}: {r.W.shape[1]} nodes, W nnz {r.W.nnz}",
+    describe=describe_level,
 )  # fmt: skip
 DIAGNOSE = Stage(
     "diagnostics", diagnose, Diagnostics,
