@@ -73,7 +73,8 @@ def test_a_warm_start_fine_tunes_the_champions_encoder_at_the_finest_level_only(
     assert 0 < reused["tree_leaves_kept"] <= reused["tree_leaves"]
     line = start_line("warm from the champion", model.start)
     assert "encoder fine-tuned 3 steps at matcher level" in line
-    # the warm model predicts, and as well as the champion on the grown corpus's test split
+    # the warm model predicts every test document (P@1 0.79 here: the bound leaves room for
+    # another CPU's rounding)
     texts = Corpus(tx_dataset).read_split("test", ["text"]).column("text").to_pylist()
     top = model.top_labels(model.predict(texts))
     assert len(top) == len(texts) and all(len(t) > 0 for t in top)
