@@ -1,0 +1,33 @@
+"""The flow's local Dask cluster: its workers' environment stays theirs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from distributed import Client
+
+from flows.runtime import local_cluster
+
+PRE_SPAWN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def test_workers_take_one_thread_and_the_flow_process_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dask sets ``OMP_NUM_THREADS=1`` (and MKL's, OpenBLAS's) to spawn a worker and left it
+    in the flow's process, where torch, imported later for the matcher, then ran one thread
+    of two: the matcher fine-tuned and embedded at half the speed of ``xmc train``. The
+    workers still get it, at start and at a restart (a value the user set is theirs too); the
+    flow's process keeps its own."""
+    for name in PRE_SPAWN:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")
+    cluster = local_cluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        seen = lambda: {n: os.environ.get(n) for n in PRE_SPAWN}  # noqa: E731
+        workers = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "1"}
+        own = {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": None}
+        assert (list(client.run(seen).values()), seen()) == ([workers], own)
+        client.restart()
+        assert (list(client.run(seen).values()), seen()) == ([workers], own)
