@@ -123,7 +123,8 @@ def test_failure_at_second_matcher_level_resumes_there(
     assert got[-1] == outputs["matcher"] and len(got) == 2
 
     # A warm start from this model (here through the deployment too): the champion's encoder
-    # starts the finest matcher level only, for no step (no new document).
+    # starts the finest matcher level only, for no step (no new document); the training
+    # problem is the champion's, so are its rankers.
     plan = {"base": WarmBase(outputs["model"], "the champion").to_dict(), "reason": "warm"}
     with prefect_api():
         state = configured(train_pipeline, cfg, use_dask=False)(cfg, None, plan,
@@ -133,6 +134,9 @@ def test_failure_at_second_matcher_level_resumes_there(
     states = all_task_states(state.state_details.flow_run_id)
     assert sorted(n for n in states if n.startswith("matcher-level-")) == [second]
     assert states["grow-ranker-tree"] == "Completed"
+    assert states["kept-ranker-level-0"] == "Completed"
+    assert not [n for n in states if n.startswith(("ranker-level-", "matcher-shortlists"))]
     model = XmcModel.load(warm["model"])
     assert model.start["reused"]["matcher_steps"] == 0
     assert warm["start"].startswith("warm: kept ") and "fine-tuned 0 steps" in warm["start"]
+    assert warm["start"].endswith("every ranker level kept (the champion's training problem)")

@@ -67,6 +67,7 @@ def test_a_warm_start_fine_tunes_the_champions_encoder_at_the_finest_level_only(
     reused = model.start["reused"]
     assert reused["matcher_steps"] == 3 and reused["matcher_level"] == levels[-1]
     assert reused["cold_matcher_steps"] == steps * len(levels)
+    assert reused["ranker_levels_kept"] == 0  # new documents: a new training problem
     assert reused["new_labels"] == len(model.labels) - len(champion.labels)
     assert reused["vocabulary_columns"] == champion.vectorizer.n_features
     # the ranker tree is the champion's, grown: its unchanged leaves are counted
@@ -81,16 +82,37 @@ def test_a_warm_start_fine_tunes_the_champions_encoder_at_the_finest_level_only(
     assert out["evaluation"].values["P@1"] >= 0.5
 
 
-def test_a_warm_start_without_new_documents_trains_no_matcher_step(
+def test_a_warm_start_without_new_documents_gives_the_champion_back(
     half: Corpus, tx_config: XmcConfig, tmp_path: Path
 ) -> None:
+    """No matcher step, so the champion's encoder and embeddings; the same training problem,
+    so the champion's rankers, kept instead of trained: the champion's predictions."""
     champion: XmcModel = train_in_process(half, config(tx_config, tmp_path / "c"))["model"]
     champion.save(tmp_path / "champion")
     base = WarmBase(str(tmp_path / "champion"), "the champion")
     out = train_in_process(half, config(tx_config, tmp_path / "w"), base)
-    assert out["model"].start["reused"]["matcher_steps"] == 0
+    model: XmcModel = out["model"]
+    reused = model.start["reused"]
+    assert reused["matcher_steps"] == 0
+    assert reused["ranker_levels_kept"] == champion.ranker.tree_.depth
+    assert "every ranker level kept" in start_line("warm", model.start)
     # the encoder is the champion's, unchanged: the same embeddings of the test texts
-    texts = half.read_split("test", ["text"]).column("text").to_pylist()[:20]
-    a = champion.encoder.embed(texts)
-    b = out["model"].encoder.embed(texts)
-    np.testing.assert_array_equal(a, b)
+    texts = half.read_split("test", ["text"]).column("text").to_pylist()
+    np.testing.assert_array_equal(champion.encoder.embed(texts), model.encoder.embed(texts))
+    a, b = champion.predict(texts), model.predict(texts)
+    assert (a != b).nnz == 0 and a.nnz > 0
+    assert model.ranker.train_digest_ == champion.ranker.train_digest_ is not None
+
+
+def test_a_champion_that_recorded_no_training_problem_has_its_rankers_trained_again(
+    half: Corpus, tx_config: XmcConfig, tmp_path: Path
+) -> None:
+    """A champion saved before xmc recorded the digest (or trained on another problem) keeps
+    nothing: its rankers are trained again."""
+    champion: XmcModel = train_in_process(half, config(tx_config, tmp_path / "c"))["model"]
+    champion.ranker.train_digest_ = None
+    champion.save(tmp_path / "champion")
+    base = WarmBase(str(tmp_path / "champion"), "the champion")
+    model = train_in_process(half, config(tx_config, tmp_path / "w"), base)["model"]
+    assert model.start["reused"]["ranker_levels_kept"] == 0
+    assert "every ranker level trained again" in start_line("warm", model.start)

@@ -31,6 +31,7 @@ from xmc_core.features.counts import TermCounts
 from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
+from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
 from xmc_core.linear.tree_growth import grow_tree
 from xmc_core.stages.graph import Runner, Stage
@@ -66,12 +67,15 @@ class WarmHandles:
     leaf_scale: float | None
     start: dict[str, Any] = field(default_factory=dict)
     encoder: Any = None  # the champion's fine-tuned encoder (a transformer family's), or None
+    ranker: Any = None  # the champion's ranker (its levels kept when the problem is the same)
+    ranker_digest: str | None = None  # its training problem's (xmc_core.linear.reuse)
 
 
 def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
     """Sources for the parts of ``base``'s model folder the warm stages read."""
     folder = Path(base.model_dir)
-    scale = read_meta(folder / "ranker", "XRLinearModel", verify=False).get("leaf_cost_scale")
+    ranker = read_meta(folder / "ranker", "XRLinearModel", verify=False)
+    scale, digest = ranker.get("leaf_cost_scale"), ranker.get("train_digest")
     vectorizer = read_meta(folder / "vectorizer", "TfidfVectorizer", verify=False)
     meta = read_meta(folder, "XmcModel", verify=False)
     start = {
@@ -93,6 +97,8 @@ def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
         None if scale is None else float(scale),
         start,
         encoder,
+        run.source(XRLinearModel, str(folder / "ranker")),
+        None if digest is None else str(digest),
     )
 
 
@@ -150,7 +156,11 @@ def start_line(reason: str, record: dict[str, Any] | None) -> str:
         f"{reused['tree_leaves']:,} tree leaves unchanged, "
         + ("the leaf cost scale searched again" if scale is None else f"leaf cost scale {scale}")
         + _matcher_words(reused)
-        + "; every ranker level trained again"
+        + (
+            "; every ranker level kept (the champion's training problem)"
+            if reused.get("ranker_levels_kept")
+            else "; every ranker level trained again"
+        )
     )
 
 

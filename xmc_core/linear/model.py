@@ -75,6 +75,7 @@ class XRLinearModel:
     def __init__(self, ranker: RankerConfig, predict: PredictConfig) -> None:
         self.ranker = ranker
         self.predict_cfg = predict
+        self.train_digest_: str | None = None  # what it was trained on, when recorded
 
     def fit(
         self,
@@ -158,6 +159,8 @@ class XRLinearModel:
         }
         if self.leaf_cost_scale_ is not None:  # absent: not known (trained outside a level)
             fields["leaf_cost_scale"] = self.leaf_cost_scale_
+        if self.train_digest_ is not None:  # absent: not recorded (see xmc_core.linear.reuse)
+            fields["train_digest"] = self.train_digest_
         write_meta(folder, "XRLinearModel", fields)
 
     @classmethod
@@ -174,6 +177,8 @@ class XRLinearModel:
             depth, n_features = int(meta["depth"]), int(meta["n_features"])
             scale = meta.get("leaf_cost_scale")  # absent: saved before xmc recorded it
             scale = None if scale is None else _positive(float(scale))
+            digest = meta.get("train_digest")
+            model.train_digest_ = None if digest is None else str(digest)
         tree = LabelTree.load(folder / "tree")
         if tree.depth != depth:
             raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {depth}")

@@ -19,6 +19,7 @@ from xmc_core.families.common import TREE, ZERO_SHOT, level_ranker, ranker_level
 from xmc_core.families.featurize import zero_shot_on
 from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_transformer import NAME
+from xmc_core.families.xr_transformer.reuse import kept_levels, problem_digest
 from xmc_core.families.xr_transformer.warm import matcher_start, warm_matcher_cfg
 from xmc_core.families.xr_transformer.zero_shot import text_features, with_zero_shot
 from xmc_core.features.label_features import LabelFeatures, aligned_label_texts
@@ -157,20 +158,25 @@ def shortlists(
 
 def assemble(
     vectorizer: TfidfVectorizer, labels: LabelIndex, tree: LabelTree, levels: list[LevelRankers],
-    train: SplitFeatures, checkpoint: MatcherCheckpoint, ranker: RankerConfig,
-    predict: PredictConfig, matcher: MatcherConfig, base_tree: LabelTree | None = None,
-    matcher_tree: LabelTree | None = None, start: dict[str, Any] | None = None,
+    train: SplitFeatures, checkpoint: MatcherCheckpoint, label_features: LabelFeatures,
+    ranker: RankerConfig, predict: PredictConfig, matcher: MatcherConfig,
+    base_tree: LabelTree | None = None, matcher_tree: LabelTree | None = None,
+    start: dict[str, Any] | None = None,
 ) -> XmcModel:  # fmt: skip
     """Vectorizer + label index + refined tree + level rankers + the last matcher level's
-    encoder -> a deployable model; ``base_tree``, ``matcher_tree`` and ``start``: a warm
-    start's champion ranker tree, this run's matcher tree and the start record (what was
-    reused is added to it)."""
+    encoder -> a deployable model, its ranker recording its training problem's digest
+    (``label_features``: the ranker's, :mod:`.reuse`); ``base_tree``, ``matcher_tree`` and
+    ``start``: a warm start's champion ranker tree, this run's matcher tree and the start
+    record (what was reused is added to it)."""
     model = level_ranker(tree, levels, train, ranker, predict)
+    model.train_digest_ = problem_digest(train, label_features, ranker, predict, matcher)
     if start is not None and base_tree is not None and matcher_tree is not None:
         scale = start.get("leaf_cost_scale")
+        kept = {"ranker_levels_kept": int(start.get("ranker_levels_kept", 0))}
+        start = {k: v for k, v in start.items() if k != "ranker_levels_kept"}
         start = start_record(start, vectorizer, labels, tree, base_tree, scale)
         n_docs = train.X.shape[0]
-        start["reused"] |= matcher_start(matcher_tree, matcher, n_docs, start["base_docs"])
+        start["reused"] |= matcher_start(matcher_tree, matcher, n_docs, start["base_docs"]) | kept
     return transformer_model(NAME, vectorizer, labels, model, train, checkpoint, matcher, start)
 
 
@@ -235,7 +241,7 @@ MODEL = Stage(
     "transformer-model", assemble, XmcModel,
     {"vectorizer": TfidfVectorizer, "labels": LabelIndex, "tree": LabelTree,
      "levels": LevelRankers, "train": SplitFeatures, "checkpoint": MatcherCheckpoint,
-     "base_tree": LabelTree, "matcher_tree": LabelTree},
+     "label_features": LabelFeatures, "base_tree": LabelTree, "matcher_tree": LabelTree},
     describe=lambda m: f"{len(m.labels)} labels",
 )  # fmt: skip
 
@@ -288,7 +294,8 @@ def graph(
 ) -> dict[str, Any]:
     """Tokens (per partition), matcher tree and levels, embeddings, refined tree, matcher
     shortlists, ranker levels, model. ``warm``: a champion's parts (:mod:`.warm`): its
-    encoder starts the matcher's finest level, its ranker tree is grown."""
+    encoder starts the matcher's finest level, its ranker tree is grown, and its rankers are
+    kept when the training problem is theirs (:mod:`.reuse`)."""
     tokens = tokenize_splits(run, feats["corpus"], cfg.encoder)
     matcher_tree = run(
         TREE, label="matcher-tree", label_features=feats["label_features"], cfg=cfg.tree
@@ -310,21 +317,19 @@ def graph(
     zero = zero_shot_inputs(run, feats, cfg, last)
     z = run(RANKER_FEATURES, train=feats["train"], embedded=embedded["train"], **zero)
     tree, kept = ranker_tree(run, z, cfg, warm, matcher_tree)
-    extra = run(
-        SHORTLISTS, label="matcher-shortlists", checkpoint=last, embedded=embedded["train"],
-        matcher_tree=matcher_tree, ranker_tree=tree, beam_size=cfg.matcher.beam_size,
-    )  # fmt: skip
-    scale = None if warm is None else warm.leaf_scale
-    levels = ranker_levels(run, embedded["train"], tree, cfg, extra, "ranker", scale)
-    if zero:
-        levels[-1] = run(
-            ZERO_SHOT, label="zero-shot-rankers", train=embedded["train"], tree=tree,
-            level=levels[-1], label_features=z, ranker=cfg.ranker,
-        )  # fmt: skip
+    levels = None
+    if warm is not None:
+        levels = kept_levels(run, warm, embedded["train"], z, tree, cfg)
+        kept["start"]["ranker_levels_kept"] = 0 if levels is None else len(levels)
+    if levels is None:
+        levels = trained_levels(
+            run, embedded["train"], z, tree, cfg, warm, last, matcher_tree, bool(zero)
+        )
     model = run(
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
-        checkpoint=last, ranker=cfg.ranker, predict=cfg.predict, matcher=cfg.matcher, **kept,
+        checkpoint=last, label_features=z, ranker=cfg.ranker, predict=cfg.predict,
+        matcher=cfg.matcher, **kept,
     )  # fmt: skip
     return {
         "tokens_train": tokens["train"], "tokens_test": tokens["test"],
@@ -333,6 +338,26 @@ def graph(
         "tree": tree, "model": model,
         "model_train": embedded["train"], "model_test": embedded["test"],
     }  # fmt: skip
+
+
+def trained_levels(
+    run: Runner, train: Any, z: Any, tree: Any, cfg: XmcConfig, warm: WarmHandles | None,
+    checkpoint: Any, matcher_tree: Any, zero_shot: bool,
+) -> list[Any]:  # fmt: skip
+    """The ranker levels trained on ``train`` over ``tree``, the ``checkpoint``'s top clusters
+    as extra negatives, then (``zero_shot``) the zero-shot labels' leaf rankers from ``z``."""
+    extra = run(
+        SHORTLISTS, label="matcher-shortlists", checkpoint=checkpoint, embedded=train,
+        matcher_tree=matcher_tree, ranker_tree=tree, beam_size=cfg.matcher.beam_size,
+    )  # fmt: skip
+    scale = None if warm is None else warm.leaf_scale
+    levels = ranker_levels(run, train, tree, cfg, extra, "ranker", scale)
+    if zero_shot:
+        levels[-1] = run(
+            ZERO_SHOT, label="zero-shot-rankers", train=train, tree=tree, level=levels[-1],
+            label_features=z, ranker=cfg.ranker,
+        )  # fmt: skip
+    return levels
 
 
 def zero_shot_inputs(
