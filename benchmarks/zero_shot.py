@@ -1,18 +1,20 @@
-"""Labels seen for the first time: XR-Linear with and without zero-shot labels on a dataset
-whose label texts cover labels no training document carries (debian-deps).
+"""Labels seen for the first time: a model (XR-Linear, or the ``--config`` preset's family)
+with and without zero-shot labels on a dataset whose label texts cover labels no training
+document carries (debian-deps).
 
 Usage, from the repository root, with the project venv::
 
     python benchmarks/zero_shot.py [--dataset ../shared/datasets/debian-deps]
+        [--config configs/xr-transformer-cpu.yaml]
         [--out benchmarks/results/zero-shot-<date>.json]
 
 The dataset is ingested once (``lines``, with ``label_map.txt``'s label texts), then trained
-in this process (``xmc train``'s graph, default config) twice: ``label_features.zero_shot``
-true and false. Reported from the model's own test-split evaluation: ``R@5 unseen`` and
-``R@10 unseen`` (the test assignments of labels without a training document found in the top
-k; those outside the label index count as misses), ``P@1 seen`` and ``P@5 seen`` (precision
-counting only labels with training documents), P@1, P@5, PSP@5, the labels known and the zero-
-shot ones, and the train seconds.
+in this process (``xmc train``'s graph, the default config or ``--config``) twice:
+``label_features.zero_shot`` true and false. Reported from the model's own test-split
+evaluation: ``R@5 unseen`` and ``R@10 unseen`` (the test assignments of labels without a
+training document found in the top k; those outside the label index count as misses),
+``P@1 seen`` and ``P@5 seen`` (precision counting only labels with training documents), P@1,
+P@5, PSP@5, the labels known and the zero-shot ones, and the train seconds.
 """
 
 from __future__ import annotations
@@ -39,15 +41,17 @@ TARGET_SEEN_DROP = 0.1
 """The issue's bound: P@1 and P@5 of the seen labels fall by at most this (points)."""
 
 
-def run(corpus: Corpus, work: Path, zero_shot: bool) -> dict[str, Any]:
-    """One training with ``label_features.zero_shot`` set; its figures."""
+def run(corpus: Corpus, work: Path, zero_shot: bool, config: Path | None) -> dict[str, Any]:
+    """One training (the ``config`` preset, or the default) with ``label_features.zero_shot``
+    set; its figures."""
     sets = [f"work_dir={work}", f"label_features.zero_shot={str(zero_shot).lower()}"]
     start = time.perf_counter()
-    out = train_in_process(corpus, XmcConfig.load(None, sets))
+    out = train_in_process(corpus, XmcConfig.load(str(config) if config else None, sets))
     seconds = time.perf_counter() - start
     metrics = out["evaluation"].values
     return {
-        "zero_shot": zero_shot, "train_s": seconds, "metrics": metrics,
+        "zero_shot": zero_shot, "model": out["model"].family, "train_s": seconds,
+        "metrics": metrics,
         "labels_known": len(out["model"].labels),
         "zero_shot_labels": int(out["label_features"].zero_shot.size),
         "test_unknown_assignments": int(out["test"].unknown_labels),
@@ -76,6 +80,7 @@ def table(runs: list[dict[str, Any]]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=REPO.parent / "shared/datasets/debian-deps")
+    ap.add_argument("--config", type=Path, default=None, help="a preset (default: XR-Linear's)")
     today = dt.date.today().isoformat()
     ap.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/zero-shot-{today}.json")
     args = ap.parse_args(argv)
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         options = IngestOptions(policies=Policies(on_unlabeled="keep"))
         ingest("lines", args.dataset, root / "corpus", options)
         corpus = Corpus(root / "corpus")
-        runs = [run(corpus, root / f"work-{z}", z) for z in (False, True)]
+        runs = [run(corpus, root / f"work-{z}", z, args.config) for z in (False, True)]
     report = {
         "command": shlex.join(["python", "benchmarks/zero_shot.py", *(argv or sys.argv[1:])]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
