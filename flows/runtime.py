@@ -52,20 +52,29 @@ def local_cluster(**kwargs: Any) -> LocalCluster:
         return LocalCluster(preload=[__name__], worker_class=OwnEnvNanny, **kwargs)
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The native thread pools' sizes a Dask nanny sets for its worker (Dask's default: 1)."""
+
+
 class OwnEnvNanny(Nanny):
-    """A Dask nanny that keeps its worker's environment out of this process.
+    """A Dask nanny that keeps its worker's environment out of this process, and gives its
+    worker's native thread pools (torch's, BLAS's) the worker's thread count.
 
     To start a worker, Dask's nanny sets ``distributed.nanny.pre-spawn-environ``
-    (``OMP_NUM_THREADS=1``, ``MKL_NUM_THREADS=1``...: one thread per worker's native pools) in
-    ``os.environ`` and leaves it there; a local cluster's nannies run in the flow's process,
-    so a library imported there afterwards started with one thread: torch, imported when the
-    matcher starts, fine-tuned and embedded at about half the speed of ``xmc train``. This
-    nanny sets those variables back to their values before it spawned, after every spawn
-    (restarts included)."""
+    (``OMP_NUM_THREADS=1``, ``MKL_NUM_THREADS=1``...) in ``os.environ`` and leaves it there;
+    a local cluster's nannies run in the flow's process, so a library imported there
+    afterwards started with one thread: torch, imported when the matcher starts, fine-tuned and
+    embedded at about half the speed of ``xmc train``. This nanny sets those variables back to
+    their values before it spawned, after every spawn (restarts included). Its worker's pools
+    get ``threads_per_worker`` threads (Dask's default, 1, whatever the worker's threads),
+    unless the variable is set in this process's environment."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._own_env = {key: os.environ.get(key) for key in self.pre_spawn_env}
+        sized = {k: str(self.nthreads) for k in THREAD_VARIABLES if k not in os.environ}
+        self.pre_spawn_env.update(sized)
+        self.env.update(sized)  # set again in the worker's process as it starts
 
     async def instantiate(self) -> Any:
         try:

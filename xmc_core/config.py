@@ -187,7 +187,9 @@ class DataConfig(Section):
 class DaskConfig(Section):
     """Where partition tasks run: a local cluster, or an existing one at ``address``; with
     ``address`` set, the train flow's tree levels train there too (``tasks/dask_ranker.py``),
-    at most ``threads_per_worker`` solver threads per worker."""
+    at most ``threads_per_worker`` solver threads per worker. A local cluster's workers get
+    ``threads_per_worker`` threads in torch's and BLAS's pools too (``OMP_NUM_THREADS`` and
+    the like, unless set in the environment)."""
 
     address: str | None = None
     n_workers: int = Field(2, ge=1)

@@ -7,9 +7,8 @@ import os
 import pytest
 from distributed import Client
 
+from flows.runtime import THREAD_VARIABLES as PRE_SPAWN
 from flows.runtime import local_cluster
-
-PRE_SPAWN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def test_workers_take_one_thread_and_the_flow_process_keeps_its_own(
@@ -31,3 +30,14 @@ def test_workers_take_one_thread_and_the_flow_process_keeps_its_own(
         assert (list(client.run(seen).values()), seen()) == ([workers], own)
         client.restart()
         assert (list(client.run(seen).values()), seen()) == ([workers], own)
+
+
+def test_a_workers_native_thread_pools_get_its_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker of two threads gets two in torch's and BLAS's pools too (Dask gives 1)."""
+    for name in PRE_SPAWN:
+        monkeypatch.delenv(name, raising=False)
+    cluster = local_cluster(n_workers=1, threads_per_worker=2, dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        seen = lambda: {n: os.environ.get(n) for n in PRE_SPAWN}  # noqa: E731
+        assert list(client.run(seen).values()) == [dict.fromkeys(PRE_SPAWN, "2")]
+        assert seen() == dict.fromkeys(PRE_SPAWN)
