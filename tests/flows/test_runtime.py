@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 import pytest
 from distributed import Client
@@ -28,8 +30,16 @@ def test_workers_take_one_thread_and_the_flow_process_keeps_its_own(
         workers = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "1"}
         own = {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": None}
         assert (list(client.run(seen).values()), seen()) == ([workers], own)
-        client.restart()
+        client.restart()  # returns as the scheduler sees the new worker; the nanny's restore
+        settled(lambda: seen() == own)  # follows once the worker told the nanny it started
         assert (list(client.run(seen).values()), seen()) == ([workers], own)
+
+
+def settled(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until ``check()`` holds, at most ``timeout`` seconds (the caller asserts after)."""
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_a_workers_native_thread_pools_get_its_threads(monkeypatch: pytest.MonkeyPatch) -> None:
