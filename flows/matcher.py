@@ -19,6 +19,7 @@ from flows.stage_runner import PrefectRunner, Ref
 from tasks.cache_records import record_storage, returned_folders
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.families.xr_transformer.graph import MATCHER_LEVEL, matcher_graph
+from xmc_core.families.xr_transformer.warm import states_root
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.linear.tree import LabelTree
 from xmc_core.storage.work_dir import WorkDir
@@ -52,6 +53,7 @@ def matcher_flow(
     checkpoints = matcher_graph(
         run, run.source(TokenizedTexts, tokens_dir), run.source(SplitFeatures, train_dir),
         run.source(LabelTree, tree_dir), encoder, matcher, start, base_docs,
+        states_root(matcher, work_dir),
     )  # fmt: skip
     folders = [run.path(c) for c in checkpoints]
     print(f"matcher: {len(folders)} level(s) trained")
@@ -61,9 +63,12 @@ def matcher_flow(
 def run_matcher(
     run: PrefectRunner, tokens: Ref, train: Ref, tree: Ref, encoder: EncoderConfig,
     matcher: MatcherConfig, start: Ref | None = None, base_docs: int = 0,
+    states_root: str | None = None,
 ) -> list[Ref]:  # fmt: skip
     """The matcher checkpoints, coarse to fine: :func:`matcher_flow` in this process, or its
-    deployment named by ``XMC_MATCHER_DEPLOYMENT`` (waits for the run, reads its result)."""
+    deployment named by ``XMC_MATCHER_DEPLOYMENT`` (waits for the run, reads its result).
+    ``states_root``: the graph's encoder-state cache, which the matcher flow finds itself
+    from ``matcher`` and the work dir (the same folder)."""
     params: dict[str, Any] = {
         "tokens_dir": run.path(tokens), "train_dir": run.path(train),
         "tree_dir": run.path(tree), "encoder": encoder, "matcher": matcher,

@@ -121,6 +121,11 @@ class MatcherConfig(Section):
         "the previous level's embeddings of every document",
     )  # fmt: skip
     steps_per_level: int = Field(1000, ge=0)
+    warm_trainable_layers: int | None = Field(
+        None, ge=1, description="a warm start fine-tunes only the encoder's top this many "
+        "transformer layers, the embeddings and the layers below kept as the champion's "
+        "(None: every layer)",
+    )  # fmt: skip
     batch_size: int = Field(32, ge=1)
     pool_batches: int = Field(
         0, ge=0, description="training batches drawn together and sorted by length, so a "

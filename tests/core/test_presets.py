@@ -62,6 +62,7 @@ def test_cpu_presets_are_the_benchmarked_reduced_configurations() -> None:
     assert reduced.ranker.leaf_cost_scales == [1.0]
     assert reduced.matcher.predict_runtime == "onnx-int8"  # P@1 -0.03, 2.20x faster
     assert reduced.ranker.negatives == "tfn"  # P@3/P@5 kept (tfn+man: P@5 -0.46, validation)
+    assert reduced.matcher.warm_trainable_layers == 1  # warm retrains: the top layer, cached
     long = load("xr-transformer-cpu-long.yaml")
     assert long.matcher.steps_per_level == 300 and long.matcher.eval_every == 100
     assert long.ranker.negatives == "tfn+man"  # validation P@1 +0.27; test +2.15 over XR-Linear

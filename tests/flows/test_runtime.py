@@ -24,7 +24,12 @@ def test_workers_take_one_thread_and_the_flow_process_keeps_its_own(
     for name in PRE_SPAWN:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "2")
-    cluster = local_cluster(n_workers=1, threads_per_worker=1, dashboard_address=None)
+    cluster = local_cluster(
+        n_workers=1,
+        threads_per_worker=1,
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": ":0"},
+    )
     with cluster, Client(cluster) as client:
         seen = lambda: {n: os.environ.get(n) for n in PRE_SPAWN}  # noqa: E731
         workers = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "1"}
@@ -46,7 +51,12 @@ def test_a_workers_native_thread_pools_get_its_threads(monkeypatch: pytest.Monke
     """A worker of two threads gets two in torch's and BLAS's pools too (Dask gives 1)."""
     for name in PRE_SPAWN:
         monkeypatch.delenv(name, raising=False)
-    cluster = local_cluster(n_workers=1, threads_per_worker=2, dashboard_address=None)
+    cluster = local_cluster(
+        n_workers=1,
+        threads_per_worker=2,
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": ":0"},
+    )
     with cluster, Client(cluster) as client:
         seen = lambda: {n: os.environ.get(n) for n in PRE_SPAWN}  # noqa: E731
         assert list(client.run(seen).values()) == [dict.fromkeys(PRE_SPAWN, "2")]

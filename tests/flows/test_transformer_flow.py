@@ -65,6 +65,10 @@ def test_failure_at_second_matcher_level_resumes_there(
     tmp_path: Path, small_corpus: Path, encoder_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = config(tmp_path, small_corpus, encoder_dir)
+    # warm starts would train the top layer only: the finished encoder's states below it are
+    # cached by the finest matcher level and the embedding tasks
+    cfg = cfg.model_copy(update={"matcher": cfg.matcher.model_copy(
+        update={"warm_trainable_layers": 1})})  # fmt: skip
     real_level = xmc_core.transformer.matcher.train_matcher_level
 
     def crash_after_first_level(*args: Any, **kwargs: Any) -> Any:
@@ -100,6 +104,10 @@ def test_failure_at_second_matcher_level_resumes_there(
     metrics = json.loads((Path(outputs["evaluation"]) / "metrics.json").read_text())
     assert metrics["P@1"] >= 0.6, metrics  # ~0.86
     assert (Path(outputs["model"]) / "encoder" / "encoder" / "model.safetensors").is_file()
+    (lineage,) = list((tmp_path / "encoder-states").iterdir())
+    cached = lambda: sorted(p.name for p in lineage.iterdir())  # noqa: E731
+    chunks = cached()
+    assert chunks  # the training and test documents' states
 
     def fake_run_deployment(name: str, parameters: dict[str, Any], **options: Any) -> Any:
         assert name == "matcher/xmc-matcher-gpu"
@@ -140,3 +148,4 @@ def test_failure_at_second_matcher_level_resumes_there(
     assert model.start["reused"]["matcher_steps"] == 0
     assert warm["start"].startswith("warm: kept ") and "fine-tuned 0 steps" in warm["start"]
     assert warm["start"].endswith("every ranker level kept (the champion's training problem)")
+    assert cached() == chunks  # every document's states were there: nothing computed again

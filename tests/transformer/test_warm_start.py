@@ -116,3 +116,40 @@ def test_a_champion_that_recorded_no_training_problem_has_its_rankers_trained_ag
     model = train_in_process(half, config(tx_config, tmp_path / "w"), base)["model"]
     assert model.start["reused"]["ranker_levels_kept"] == 0
     assert "every ranker level trained again" in start_line("warm", model.start)
+
+
+def test_a_warm_start_can_fine_tune_the_top_layers_only_from_cached_states(
+    half: Corpus, tx_dataset: Path, tx_config: XmcConfig, tmp_path: Path
+) -> None:
+    """``matcher.warm_trainable_layers=1``: the champion's token embeddings and lower layer
+    are kept bit for bit and its top layer is fine-tuned; the champion's run cached its
+    documents' states below that layer, so the warm run computes those of the 200 new
+    training documents only."""
+    from safetensors.numpy import load_file
+
+    cfg = config(tx_config, tmp_path / "work")  # one work dir, as the retrain flow's
+    cfg = cfg.model_copy(update={"matcher": cfg.matcher.model_copy(
+        update={"warm_trainable_layers": 1})})  # fmt: skip
+    champion: XmcModel = train_in_process(half, cfg)["model"]
+    champion.save(tmp_path / "champion")
+    (lineage,) = list((tmp_path / "work" / "encoder-states").iterdir())
+    assert cached_docs(lineage) == 200 + 100  # the training and the test documents
+    base = WarmBase(str(tmp_path / "champion"), "the champion")
+    out = train_in_process(Corpus(tx_dataset), cfg, base)
+    assert list((tmp_path / "work" / "encoder-states").iterdir()) == [lineage]
+    assert cached_docs(lineage) == 400 + 100
+    before = load_file(tmp_path / "champion" / "encoder" / "encoder" / "model.safetensors")
+    after = load_file(out["matcher"].folder / "encoder" / "model.safetensors")
+    assert before.keys() == after.keys()
+    changed = {k for k in before if not np.array_equal(before[k], after[k])}
+    top = {k for k in before if ".layer.1." in k}  # the tiny encoder has 2 layers
+    assert top and changed and changed <= top
+    assert out["evaluation"].values["P@1"] >= 0.5
+    model: XmcModel = out["model"]
+    assert model.start["reused"]["matcher_top_layers"] == 1
+    assert "in its top 1 layer(s), the rest kept" in start_line("warm", model.start)
+
+
+def cached_docs(lineage: Path) -> int:
+    """Documents in an encoder-state cache folder (every chunk's meta.json)."""
+    return sum(read_meta(c, "EncoderStates")["documents"] for c in lineage.iterdir())

@@ -168,9 +168,12 @@ def _matcher_words(reused: dict[str, Any]) -> str:
     """How a transformer family's warm matcher was trained, in words ("" without one)."""
     if "matcher_steps" not in reused:
         return ""
+    top = reused.get("matcher_top_layers")
     return (
         f", the champion's encoder fine-tuned {reused['matcher_steps']:,} steps at matcher "
-        f"level {reused['matcher_level']} (cold: {reused['cold_matcher_steps']:,} steps over "
+        f"level {reused['matcher_level']}"
+        + ("" if top is None else f" in its top {top} layer(s), the rest kept")
+        + f" (cold: {reused['cold_matcher_steps']:,} steps over "
         f"{reused['cold_matcher_levels']} level(s))"
     )
 

@@ -11,6 +11,8 @@
     <work_dir>/corpora/                   the retrain flow's training corpora (merged intake)
     <work_dir>/landing, quarantine, landing-archive
                                           the retrain flow's drop folders (defaults)
+    <work_dir>/encoder-states/<digest>/   hidden states below a warm start's trainable encoder
+                                          layers, per lineage (xmc_core.transformer.states)
     <work_dir>/mlflow/                    the default MLflow store (mlflow.db, artifacts/),
                   serving-cache/          and the registry models downloaded to serve
 """
@@ -69,6 +71,11 @@ class WorkDir:
     @property
     def landing_archive(self) -> Path:
         return self.root / "landing-archive"
+
+    @property
+    def encoder_states(self) -> Path:
+        """The encoder-state caches (:mod:`xmc_core.transformer.states`), one per lineage."""
+        return self.root / "encoder-states"
 
     @property
     def mlflow(self) -> Path:

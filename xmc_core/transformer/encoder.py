@@ -134,6 +134,10 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
         ) from err
 
 
+LAYER_LISTS = ("layer", "layers")
+"""Names of a Hugging Face body's list of transformer layers."""
+
+
 class TextEncoder(nn.Module):
     """A transformer body, mean or [CLS] pooling, then L2 normalization: ``(B, hidden)``."""
 
@@ -181,6 +185,25 @@ class TextEncoder(nn.Module):
             )
         return cls(body, cfg)
 
+    def layers(self) -> nn.ModuleList:
+        """The body's transformer layers, bottom to top (``encoder.layer`` of a BERT-like
+        model, or the first ``layers``/``layer`` list of another)."""
+        for name, module in self.body.named_modules():
+            if isinstance(module, nn.ModuleList) and name.rsplit(".", 1)[-1] in LAYER_LISTS:
+                return module
+        raise InputError(None, "the encoder has no list of layers", "use a BERT-like model")
+
+    def train_top_only(self, top: int | None) -> None:
+        """Only the top ``top`` transformer layers learn (None, or as many as the encoder has:
+        every weight): the embeddings and the layers below are frozen (no gradient, no step),
+        so a backward pass stops at the first trainable layer."""
+        layers = self.layers()
+        if top is None or top >= len(layers):
+            return
+        self.body.requires_grad_(False)
+        for layer in layers[len(layers) - top :]:
+            layer.requires_grad_(True)
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``input_ids``, ``attention_mask``: (B, L) -> float32 (B, hidden), unit rows.
 
@@ -188,6 +211,10 @@ class TextEncoder(nn.Module):
         sum over the token axis of the (B, L, hidden) tensor rounds differently with B in ONNX
         Runtime, a batched product does not."""
         hidden = self.body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.pool(hidden, attention_mask)
+
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The last hidden states (B, L, hidden) -> float32 (B, hidden), unit rows."""
         if self.cfg.pooling == "cls":
             pooled = hidden[:, 0]
         else:
@@ -254,10 +281,17 @@ def embed(
         with autocast(device, bf16):
             return encoder(ids, mask).float().cpu().numpy()
 
+    with evaluating(encoder, device):
+        return by_length(tokens, batch_size, encoder.hidden_size, run, what)
+
+
+@contextmanager
+def evaluating(encoder: nn.Module, device: torch.device) -> Iterator[None]:
+    """``encoder`` on ``device`` in evaluation mode for the block, its mode restored after."""
     was_training = encoder.training
     encoder.eval().to(device)
     try:
-        return by_length(tokens, batch_size, encoder.hidden_size, run, what)
+        yield
     finally:
         encoder.train(was_training)
 

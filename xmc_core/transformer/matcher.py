@@ -44,6 +44,14 @@ from xmc_core.transformer.shortlist import (
     matcher_levels,
     top_clusters,
 )
+from xmc_core.transformer.states import (
+    DocStates,
+    StateCache,
+    boundary,
+    doc_states,
+    embed_final,
+)
+from xmc_core.transformer.states import embed as embed_states
 from xmc_core.transformer.tokens import TokenizedTexts
 from xmc_core.transformer.trainer import fit_level
 
@@ -132,40 +140,51 @@ def train_matcher_level(
     cfg: MatcherConfig,
     out: str | Path,
     start: Path | None = None,
+    states_root: str | None = None,
 ) -> MatcherCheckpoint:
     """Train tree level ``level`` starting from ``previous`` (None: the pretrained encoder, or
     the saved encoder folder ``start`` (a warm start's, its champion's), and every cluster
     shortlisted) and write its checkpoint to ``out`` atomically.
 
     ``tokens``: the training documents; ``Y``: csr (n_docs, n_labels). Torch's random state is
-    drawn from ``(cfg.seed, level)``.
+    drawn from ``(cfg.seed, level)``. ``states_root``: the cache of the encoder's states below
+    ``cfg.warm_trainable_layers`` (:mod:`~xmc_core.transformer.states`), which a warm start
+    trains on and the finest level's embeddings fill; None: no cache.
     """
     device = resolve_device(cfg.device)
+    cache = _CacheUse(states_root, start is not None, level == matcher_levels(tree, cfg)[-1])
     with seeded(device, cfg.seed, level):
-        return _train_level(tokens, Y, tree, level, previous, encoder_cfg, cfg, out, device, start)
+        return _train_level(
+            tokens, Y, tree, level, previous, encoder_cfg, cfg, out, device, start, cache
+        )
+
+
+@dataclass(frozen=True)
+class _CacheUse:
+    """Where the state cache is (None: nowhere), whether the level starts warm (it trains on
+    the cache) and whether it is the finest (its final embeddings fill the cache)."""
+
+    root: str | None
+    warm: bool
+    finest: bool
+
+
+NO_CACHE = _CacheUse(None, False, False)
 
 
 def _train_level(
     tokens: TokenizedTexts, Y: sp.csr_matrix, tree: LabelTree, level: int,
     previous: MatcherCheckpoint | None, encoder_cfg: EncoderConfig, cfg: MatcherConfig,
     out: str | Path, device: torch.device, start_encoder: Path | None = None,
+    cache: _CacheUse = NO_CACHE,
 ) -> MatcherCheckpoint:  # fmt: skip
     start = time.perf_counter()
     n = tokens.n_docs
     train_rows, val_rows = matcher_rows(n, cfg)
     rows = np.union1d(train_rows, val_rows)
-    if previous is None and start_encoder is not None:
-        encoder, tokenizer = TextEncoder.load_saved(start_encoder)
-        predicted, E_prev = None, None
-    elif previous is None:
-        encoder = TextEncoder.load(encoder_cfg)
-        tokenizer = load_tokenizer(encoder_cfg.path or default_encoder_path())
-        predicted, E_prev = None, None
-    else:
-        if previous.level != level - 1:
-            raise ValueError(f"level {level} must follow level {level - 1}, not {previous.level}")
-        encoder, tokenizer = previous.encoder()
-        _, E_prev, predicted = previous.state(n)
+    encoder, tokenizer, E_prev, predicted = _level_start(
+        level, previous, encoder_cfg, cfg, n, start_encoder
+    )
     problem = level_problem(Y, tree, level, predicted, cfg)
     what = level_name(tree, level, cfg)
     log.info(
@@ -173,20 +192,27 @@ def _train_level(
         cfg.steps_per_level, cfg.batch_size, device,
     )  # fmt: skip
     head = LevelHead(problem.n_clusters, encoder.hidden_size)
+    frozen = _warm_states(encoder, tokens, cfg, device, cache, what)
+
+    def embed_rows(rows: np.ndarray, what: str) -> np.ndarray:
+        return _embed(encoder, tokens, rows, device, cfg, what, frozen)
+
     if cfg.bootstrap:
         fit_rows = train_rows
         if E_prev is None:
             fit_rows = bootstrap_rows(train_rows, cfg)
             E_prev = np.zeros((n, encoder.hidden_size), dtype=np.float32)
-            E_prev[fit_rows] = _embed(
-                encoder, tokens, fit_rows, device, cfg, f"{what}: embedding for the bootstrap"
-            )
+            E_prev[fit_rows] = embed_rows(fit_rows, what=f"{what}: embedding for the bootstrap")
         sub = _restrict(problem, fit_rows)
         head.set_arrays(*bootstrap_head(E_prev[fit_rows], sub, tree.C[level], cfg.seed))
     history = fit_level(
-        encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level, what=what
-    )
-    E = _embed(encoder, tokens, rows, device, cfg, f"{what}: embedding")
+        encoder, head, problem, tokens, train_rows, val_rows, cfg, device, level, what=what,
+        states=frozen,
+    )  # fmt: skip
+    if frozen is None and cache.finest:
+        E = embed_final(encoder, tokens.take(rows), device, cfg, cache.root, f"{what}: embedding")
+    else:
+        E = embed_rows(rows, what=f"{what}: embedding")
     P = _predicted(E, head, rows, n, predicted, tree.C[level], cfg.beam_size)
     with atomic_dir(out, overwrite=True) as tmp:
         encoder.cpu().save(tmp / "encoder", tokenizer)
@@ -206,6 +232,31 @@ def _train_level(
         )  # fmt: skip
     log.info("%s: done in %s", what, duration(time.perf_counter() - start))
     return MatcherCheckpoint.open(out)
+
+
+def _level_start(
+    level: int,
+    previous: MatcherCheckpoint | None,
+    encoder_cfg: EncoderConfig,
+    cfg: MatcherConfig,
+    n: int,
+    start_encoder: Path | None,
+) -> tuple[TextEncoder, PreTrainedTokenizerBase, np.ndarray | None, sp.csr_matrix | None]:
+    """What a level starts from: (encoder, tokenizer, the previous level's embeddings and
+    top clusters (None for the first level)). A warm start's encoder learns only in its top
+    ``cfg.warm_trainable_layers``."""
+    if previous is None and start_encoder is not None:
+        encoder, tokenizer = TextEncoder.load_saved(start_encoder)
+        encoder.train_top_only(cfg.warm_trainable_layers)
+        return encoder, tokenizer, None, None
+    if previous is None:
+        encoder = TextEncoder.load(encoder_cfg)
+        return encoder, load_tokenizer(encoder_cfg.path or default_encoder_path()), None, None
+    if previous.level != level - 1:
+        raise ValueError(f"level {level} must follow level {level - 1}, not {previous.level}")
+    encoder, tokenizer = previous.encoder()
+    _, E_prev, predicted = previous.state(n)
+    return encoder, tokenizer, E_prev, predicted
 
 
 def train_matcher(
@@ -241,6 +292,26 @@ def level_name(tree: LabelTree, level: int, cfg: MatcherConfig) -> str:
     return f"matcher level {level} ({levels.index(level) + 1}/{len(levels)})"
 
 
+def _warm_states(
+    encoder: TextEncoder,
+    tokens: TokenizedTexts,
+    cfg: MatcherConfig,
+    device: torch.device,
+    cache: _CacheUse,
+    what: str,
+) -> DocStates | None:
+    """A warm start's documents' states below its trainable layers, from the cache (the new
+    documents' computed and added), or None: no cache, a cold level, every layer trained, or
+    the int8 embedding runtime."""
+    k = boundary(encoder, cfg)
+    if cache.root is None or not cache.warm or k is None or cfg.embed_runtime != "torch":
+        return None
+    if cfg.steps_per_level == 0:  # the champion's encoder as it was: its own embedding path
+        return None
+    store = StateCache.open(cache.root, encoder, k)
+    return doc_states(encoder, tokens, store, device, cfg.embed_batch_size, f"{what}: states")
+
+
 def _embed(
     encoder: TextEncoder,
     tokens: TokenizedTexts,
@@ -248,8 +319,13 @@ def _embed(
     device: torch.device,
     cfg: MatcherConfig,
     what: str,
+    states: DocStates | None = None,
 ) -> np.ndarray:
-    return embed_on(encoder, tokens.take(rows), device, cfg, what)
+    if states is None:
+        return embed_on(encoder, tokens.take(rows), device, cfg, what)
+    return embed_states(
+        encoder, tokens.take(rows), states.take(rows), device, cfg.embed_batch_size, what
+    )
 
 
 def _predicted(

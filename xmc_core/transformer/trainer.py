@@ -26,6 +26,8 @@ from xmc_core.progress import Clock
 from xmc_core.transformer.encoder import TextEncoder, autocast, embed
 from xmc_core.transformer.head import LevelHead
 from xmc_core.transformer.shortlist import LevelProblem, top_clusters
+from xmc_core.transformer.states import DocStates, upper
+from xmc_core.transformer.states import embed as embed_states
 from xmc_core.transformer.tokens import TokenizedTexts, epoch_batches
 
 log = logging.getLogger(__name__)
@@ -97,22 +99,26 @@ class LevelLoop:
     """The encoder, head, optimizers and schedules of one level, as the matcher's part of
     :class:`~xmc_core.neural_loop.TrainingLoop`: its batches (``steps_per_level`` of
     ``train_batches``), one training step at a time, and validation P@k on ``val_rows``.
-    Moves ``encoder`` and ``head`` to ``device`` in training mode."""
+    Moves ``encoder`` and ``head`` to ``device`` in training mode. ``states``: the documents'
+    cached states below the encoder's trainable layers (a warm start's,
+    :mod:`~xmc_core.transformer.states`): only the layers above them run."""
 
     def __init__(
         self, encoder: TextEncoder, head: LevelHead, problem: LevelProblem,
         tokens: TokenizedTexts, cfg: MatcherConfig, device: torch.device,
         train_batches: Iterator[np.ndarray], val_rows: np.ndarray,
+        states: DocStates | None = None,
     ) -> None:  # fmt: skip
         self.encoder, self.head, self.problem, self.tokens = encoder, head, problem, tokens
+        self.states = states
         self.cfg, self.device = cfg, device
         self.train_batches, self.val_rows = train_batches, val_rows
         encoder.to(device).train()
         head.to(device).train()
         total = cfg.steps_per_level
         self.opt_enc = torch.optim.AdamW(
-            encoder.parameters(), lr=cfg.encoder_lr, weight_decay=cfg.weight_decay,
-            fused=device.type == "cuda",
+            [p for p in encoder.parameters() if p.requires_grad], lr=cfg.encoder_lr,
+            weight_decay=cfg.weight_decay, fused=device.type == "cuda",
         )  # fmt: skip
         self.opt_head = torch.optim.SparseAdam(list(head.parameters()), lr=cfg.head_lr)
         warmup = int(cfg.warmup_fraction * total)
@@ -124,9 +130,8 @@ class LevelLoop:
     def step(self, rows: np.ndarray) -> float:
         """One optimizer step on documents ``rows``; returns the batch's mean loss."""
         r, c, y, w = (torch.from_numpy(a).to(self.device) for a in self.problem.pairs(rows))
-        ids, mask = self.tokens.batch(rows, self.device)
         with autocast(self.device, self.cfg.bf16):
-            emb = self.encoder(ids, mask)
+            emb = self._embed_batch(rows)
         loss = squared_hinge(self.head.pair_scores(emb.float(), r, c), y, w) / len(rows)
         self.opt_enc.zero_grad(set_to_none=True)
         self.opt_head.zero_grad(set_to_none=True)
@@ -138,6 +143,12 @@ class LevelLoop:
             s.step()
         return float(loss.detach())
 
+    def _embed_batch(self, rows: np.ndarray) -> torch.Tensor:
+        if self.states is None:
+            return self.encoder(*self.tokens.batch(rows, self.device))
+        states, mask = self.states.batch(rows, self.device)
+        return upper(self.encoder, states, mask, self.states.cache.k)
+
     def batches(self, epoch: int) -> list[np.ndarray]:
         """The level's ``steps_per_level`` batches (one pass of the loop: ``epoch`` is 0)."""
         return [next(self.train_batches) for _ in range(self.cfg.steps_per_level)]
@@ -148,9 +159,14 @@ class LevelLoop:
         if not len(val_rows):
             return {}
         cfg = self.cfg
-        E_val = embed(
-            self.encoder, self.tokens.take(val_rows), self.device, cfg.embed_batch_size, cfg.bf16
-        )
+        tokens, what = self.tokens.take(val_rows), "validation embedding"
+        if self.states is None:
+            E_val = embed(self.encoder, tokens, self.device, cfg.embed_batch_size, cfg.bf16, what)
+        else:
+            states = self.states.take(val_rows)
+            E_val = embed_states(
+                self.encoder, tokens, states, self.device, cfg.embed_batch_size, what
+            )
         problem = self.problem
         val_problem = LevelProblem(
             problem.Y[val_rows], problem.positive_weight[val_rows], None, 1.0
@@ -171,8 +187,10 @@ def fit_level(
     encoder: TextEncoder, head: LevelHead, problem: LevelProblem, tokens: TokenizedTexts,
     train_rows: np.ndarray, val_rows: np.ndarray, cfg: MatcherConfig, device: torch.device,
     level: int, what: str | None = None, clock: Clock = time.monotonic,
+    states: DocStates | None = None,
 ) -> LevelHistory:  # fmt: skip
-    """Fine-tune ``encoder`` and ``head`` in place on ``problem`` for ``cfg.steps_per_level``.
+    """Fine-tune ``encoder`` and ``head`` in place on ``problem`` for ``cfg.steps_per_level``
+    (``states``: only the layers above the cached states, :class:`LevelLoop`).
 
     ``tokens`` and ``problem`` are indexed by the same document rows; ``train_rows`` are the
     documents trained on, ``val_rows`` the held-out ones evaluated. Logs ``what: step i/n ...``
@@ -193,7 +211,9 @@ def fit_level(
     train_batches = batches(
         train_rows, cfg.batch_size, cfg.seed, level, tokens.lengths, cfg.pool_batches
     )
-    level_loop = LevelLoop(encoder, head, problem, tokens, cfg, device, train_batches, val_rows)
+    level_loop = LevelLoop(
+        encoder, head, problem, tokens, cfg, device, train_batches, val_rows, states
+    )
     loop = TrainingLoop(log, what, 1, total, best=None, validate_every=cfg.eval_every,
                         timing="docs_per_s", clock=clock)  # fmt: skip
     state = loop.run(level_loop)

@@ -20,7 +20,7 @@ from xmc_core.families.featurize import zero_shot_on
 from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_transformer import NAME
 from xmc_core.families.xr_transformer.reuse import kept_levels, problem_digest
-from xmc_core.families.xr_transformer.warm import matcher_start, warm_matcher_cfg
+from xmc_core.families.xr_transformer.warm import matcher_start, states_root, warm_matcher_cfg
 from xmc_core.families.xr_transformer.zero_shot import text_features, with_zero_shot
 from xmc_core.features.label_features import LabelFeatures, aligned_label_texts
 from xmc_core.features.labels import LabelIndex
@@ -44,7 +44,6 @@ from xmc_core.transformer.encoder import (
     load_tokenizer,
 )
 from xmc_core.transformer.matcher import MatcherCheckpoint
-from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.ranker import (
     EmbeddedSplit,
     EmbeddingFeatures,
@@ -53,6 +52,7 @@ from xmc_core.transformer.ranker import (
     ranker_label_features,
 )
 from xmc_core.transformer.shortlist import level_choices, matcher_levels, top_clusters
+from xmc_core.transformer.states import embed_final
 from xmc_core.transformer.tokens import TokenizedTexts
 
 log = logging.getLogger(__name__)
@@ -74,17 +74,19 @@ def train_matcher_level(
     tokens: TokenizedTexts, train: SplitFeatures, tree: LabelTree, level: int,
     previous: MatcherCheckpoint | None, encoder: EncoderConfig, matcher: MatcherConfig,
     out: Path, start: ChampionEncoder | None = None, base_docs: int = 0,
+    states_root: str | None = None,
 ) -> None:  # fmt: skip
     """Fine-tune the encoder and the head of tree level ``level`` from the previous level's
     checkpoint (None: the pretrained encoder, or a warm start's champion encoder ``start``,
     trained for the warm budget: :func:`~.warm.warm_matcher_cfg`, the champion having been
-    trained on ``base_docs`` documents); writes the checkpoint into ``out``."""
+    trained on ``base_docs`` documents); writes the checkpoint into ``out``.
+    ``states_root``: the encoder-state cache (:mod:`~xmc_core.transformer.states`), or None."""
     begin = None
     if start is not None:
         matcher = warm_matcher_cfg(matcher, tokens.n_docs, base_docs)
         begin = start.encoder_dir
     matcher_lib.train_matcher_level(
-        tokens, train.Y, tree, level, previous, encoder, matcher, out, begin
+        tokens, train.Y, tree, level, previous, encoder, matcher, out, begin, states_root
     )
 
 
@@ -95,31 +97,34 @@ def matcher_predictions(ckpt: MatcherCheckpoint, E: np.ndarray, beam_size: int) 
 
 
 def final_embeddings(
-    ckpt: MatcherCheckpoint, encoder: TextEncoder, tokens: TokenizedTexts, cfg: MatcherConfig
-) -> np.ndarray:
+    ckpt: MatcherCheckpoint, encoder: TextEncoder, tokens: TokenizedTexts, cfg: MatcherConfig,
+    states_root: str | None = None,
+) -> np.ndarray:  # fmt: skip
     """Embeddings float32 (n, h) of every training document by the last level's encoder: the
-    checkpoint already holds those of the matcher's documents; the rest are computed."""
+    checkpoint already holds those of the matcher's documents; the rest are computed (through
+    the encoder-state cache ``states_root``, when there is one)."""
     rows, E, _ = ckpt.state(tokens.n_docs)
     missing = np.setdiff1d(np.arange(tokens.n_docs), rows)
     if missing.size:
         device = resolve_device(cfg.device)
         what = "embedding the other training documents"
-        E[missing] = embed_on(encoder, tokens.take(missing), device, cfg, what)
+        E[missing] = embed_final(encoder, tokens.take(missing), device, cfg, states_root, what)
     return E
 
 
 def embed_split(
     split: SplitFeatures, tokens: TokenizedTexts, checkpoint: MatcherCheckpoint, name: str,
-    matcher: MatcherConfig,
+    matcher: MatcherConfig, states_root: str | None = None,
 ) -> EmbeddedSplit:  # fmt: skip
-    """A featurized split with the fine-tuned embeddings appended."""
+    """A featurized split with the fine-tuned embeddings appended (``states_root``: the
+    encoder-state cache, :mod:`~xmc_core.transformer.states`, or None)."""
     encoder, _ = checkpoint.encoder()
     if name == "train":  # the checkpoint holds the matcher documents' embeddings
-        E = final_embeddings(checkpoint, encoder, tokens, matcher)
+        E = final_embeddings(checkpoint, encoder, tokens, matcher, states_root)
     else:
         device = resolve_device(matcher.device)
         what = f"embedding {name}"
-        E = embed_on(encoder, tokens, device, matcher, what)
+        E = embed_final(encoder, tokens, device, matcher, states_root, what)
     X = concat_features(split.X, E, matcher.embedding_weight)
     return EmbeddedSplit(X, split.Y, split.doc_ids, split.unknown_labels, E)
 
@@ -249,11 +254,13 @@ MODEL = Stage(
 def matcher_graph(
     run: Runner, tokens: Any, train: Any, tree: Any, encoder: EncoderConfig,
     matcher: MatcherConfig, start: Any = None, base_docs: int = 0,
+    states_root: str | None = None,
 ) -> list[Any]:  # fmt: skip
     """The matcher levels, coarse to fine, each resuming from the previous one's checkpoint;
     returns their handles (the last one is the fine-tuned matcher). ``start``: a warm start's
     champion encoder (a ``ChampionEncoder`` handle; its model was trained on ``base_docs``
-    documents): only the finest level is trained, from it (:mod:`.warm`)."""
+    documents): only the finest level is trained, from it (:mod:`.warm`). ``states_root``:
+    the encoder-state cache (:func:`.warm.states_root`), or None."""
     checkpoints: list[Any] = []
     for line in level_choices(run.value(tree), matcher):
         log.info("%s", line)
@@ -267,7 +274,7 @@ def matcher_graph(
             run(
                 MATCHER_LEVEL, label=f"matcher-level-{level}", tokens=tokens, train=train,
                 tree=tree, level=level, previous=checkpoints[-1] if checkpoints else None,
-                encoder=encoder, matcher=matcher, **warm,
+                encoder=encoder, matcher=matcher, states_root=states_root, **warm,
             )
         )  # fmt: skip
     return checkpoints
@@ -302,15 +309,16 @@ def graph(
     )
     started = {} if warm is None else {"start": warm.encoder,
                                        "base_docs": int(warm.start["base_docs"])}  # fmt: skip
+    root = states_root(cfg.matcher, cfg.work_dir)
     checkpoints = run.handoff(
         "matcher", matcher_graph, tokens=tokens["train"], train=feats["train"],
-        tree=matcher_tree, encoder=cfg.encoder, matcher=cfg.matcher, **started,
+        tree=matcher_tree, encoder=cfg.encoder, matcher=cfg.matcher, states_root=root, **started,
     )  # fmt: skip
     last = checkpoints[-1]
     embedded = {
         s: run(
             EMBED, label=f"embed-{s}", split=feats[s], tokens=tokens[s], checkpoint=last,
-            name=s, matcher=cfg.matcher,
+            name=s, matcher=cfg.matcher, states_root=root,
         )
         for s in SPLITS
     }  # fmt: skip
