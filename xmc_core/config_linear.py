@@ -26,8 +26,8 @@ class LabelFeaturesConfig(Section):
     zero_shot: bool = Field(
         True,
         description="labels with a text but no training document join the model (families "
-        "that can: xr_linear, xr_transformer): placed in the tree by their text, scored by it "
-        "until documents carry them",
+        "that can: xr_linear, xr_transformer, x_transformer): placed in the tree by their "
+        "text, scored by it until documents carry them",
     )
 
 

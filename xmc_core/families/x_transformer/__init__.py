@@ -21,4 +21,5 @@ FAMILY = Family(
     sections=(*SECTIONS[:-1], "x_transformer", "eval"),
     needs_text=True,
     requirements=REQUIREMENTS,
+    zero_shot=True,
 )

@@ -21,10 +21,11 @@ from xmc_core.config import (
     TreeConfig,
     XmcConfig,
 )
+from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import InputError
-from xmc_core.families.common import build_tree, level_ranker
-from xmc_core.families.featurize import LABEL_FEATURES
+from xmc_core.families.common import ZERO_SHOT, build_tree, level_ranker
+from xmc_core.families.featurize import LABEL_FEATURES, zero_shot_on
 from xmc_core.families.x_transformer import NAME
 from xmc_core.families.x_transformer.single_resolution import (
     CLUSTER_LEVEL,
@@ -34,6 +35,11 @@ from xmc_core.families.x_transformer.single_resolution import (
     head_as_level,
     neural_pifa,
     single_level_matcher,
+)
+from xmc_core.families.x_transformer.zero_shot import (
+    label_texts,
+    neural_text_rows,
+    ranker_text_features,
 )
 from xmc_core.families.xr_transformer.graph import (
     EMBED,
@@ -63,15 +69,22 @@ TFIDF_INDEXINGS = {"pifa_tfidf": "pifa", "label_text": "label_text"}
 
 
 def neural_label_features(
-    tokens: TokenizedTexts, train: SplitFeatures, encoder: EncoderConfig, matcher: MatcherConfig
-) -> LabelFeatures:
+    tokens: TokenizedTexts, train: SplitFeatures, encoder: EncoderConfig, matcher: MatcherConfig,
+    label_features: LabelFeatures | None = None, corpus: Corpus | None = None,
+    index: LabelIndex | None = None,
+) -> LabelFeatures:  # fmt: skip
     """PIFA over the pretrained encoder's embeddings of every training document (on
-    ``matcher.device``, ``matcher.embed_batch_size`` at a time)."""
+    ``matcher.device``, ``matcher.embed_batch_size`` at a time); with zero-shot labels
+    (``label_features`` has them; ``corpus`` and ``index`` then given), their rows are the
+    encoder's embeddings of their texts (:mod:`.zero_shot`)."""
     model = TextEncoder.load(encoder)
     device = resolve_device(matcher.device)
     what = "x-transformer: embedding the training documents for PIFA"
-    E = embed_on(model, tokens, device, matcher, what)
-    return LabelFeatures(neural_pifa(E, train.Y), "pifa_neural")
+    z = neural_pifa(embed_on(model, tokens, device, matcher, what), train.Y)
+    if label_features is None or corpus is None or index is None:
+        return LabelFeatures(z, "pifa_neural")
+    texts = label_texts(corpus, index)
+    return neural_text_rows(z, label_features, texts, model, encoder, matcher)
 
 
 def clusters(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
@@ -112,8 +125,15 @@ def assemble(
 
 NEURAL_LABEL_FEATURES = Stage(
     "neural-label-features", neural_label_features, LabelFeatures,
-    {"tokens": TokenizedTexts, "train": SplitFeatures},
+    {"tokens": TokenizedTexts, "train": SplitFeatures, "label_features": LabelFeatures,
+     "corpus": Corpus, "index": LabelIndex},
     describe=lambda z: f"{z.kind}: Z {z.z.shape}",
+)  # fmt: skip
+RANKER_TEXT = Stage(
+    "ranker-text-features", ranker_text_features, LabelFeatures,
+    {"label_features": LabelFeatures, "corpus": Corpus, "index": LabelIndex,
+     "checkpoint": MatcherCheckpoint},
+    describe=lambda z: f"text rows {z.z.shape}, {z.zero_shot.size} zero-shot labels",
 )  # fmt: skip
 CLUSTERS = Stage(
     "cluster-tree", clusters, LabelTree, {"label_features": LabelFeatures},
@@ -142,15 +162,18 @@ def index_features(run: Runner, feats: dict[str, Any], tokens: Any, cfg: XmcConf
     """The label features ``x_transformer.indexing`` names: the featurize graph's own when
     ``label_features.kind`` already computes them, else one more stage."""
     indexing = cfg.x_transformer.indexing
+    corpus = feats["corpus"]
+    zero = zero_shot_on(cfg, run.value(corpus))
     if indexing == "pifa_neural":
+        texts = {"label_features": feats["label_features"], "corpus": corpus,
+                 "index": feats["label_index"]} if zero else {}  # fmt: skip
         return run(
             NEURAL_LABEL_FEATURES, tokens=tokens, train=feats["train"], encoder=cfg.encoder,
-            matcher=cfg.matcher,
+            matcher=cfg.matcher, **texts,
         )  # fmt: skip
     kind = TFIDF_INDEXINGS[indexing]
     if cfg.label_features.kind == kind:
         return feats["label_features"]
-    corpus = feats["corpus"]
     if kind == "label_text" and run.value(corpus).label_texts() is None:
         raise InputError(
             run.value(corpus).path,
@@ -161,8 +184,25 @@ def index_features(run: Runner, feats: dict[str, Any], tokens: Any, cfg: XmcConf
     return run(
         LABEL_FEATURES, label=f"label-features-{indexing}", parts=[feats["train"]],
         vectorizer=feats["vectorizer"], index=feats["label_index"],
-        corpus=corpus if kind == "label_text" else None,
+        corpus=corpus if kind == "label_text" or zero else None,
         cfg=LabelFeaturesConfig(kind=kind, label_text_weight=cfg.label_features.label_text_weight),
+        **({"zero_shot": True} if zero else {}),
+    )  # fmt: skip
+
+
+def zero_shot_level(
+    run: Runner, feats: dict[str, Any], cfg: XmcConfig, checkpoint: Any, train: Any, tree: Any,
+    level: Any,
+) -> Any:  # fmt: skip
+    """The label level with the zero-shot labels' models made from their texts in the
+    ranker's space (:mod:`.zero_shot`)."""
+    text = run(
+        RANKER_TEXT, label_features=feats["label_features"], corpus=feats["corpus"],
+        index=feats["label_index"], checkpoint=checkpoint, matcher=cfg.matcher,
+    )  # fmt: skip
+    return run(
+        ZERO_SHOT, label="zero-shot-rankers", train=train, tree=tree, level=level,
+        label_features=text, ranker=cfg.ranker,
     )  # fmt: skip
 
 
@@ -200,6 +240,8 @@ def graph(run: Runner, feats: dict[str, Any], cfg: XmcConfig) -> dict[str, Any]:
             checkpoint=last, ranker=cfg.ranker, matcher=matcher,
         ),
     ]  # fmt: skip
+    if zero_shot_on(cfg, run.value(feats["corpus"])):
+        levels[-1] = zero_shot_level(run, feats, cfg, last, embedded["train"], tree, levels[-1])
     model = run(
         MODEL, label="assemble-model", vectorizer=feats["vectorizer"],
         labels=feats["label_index"], tree=tree, levels=levels, train=embedded["train"],
