@@ -133,7 +133,7 @@ class StateCache:
         self._chunks: list[Path] = []
         self._offsets: list[np.ndarray] = []
         self._states: dict[int, np.ndarray] = {}
-        for chunk in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for chunk in sorted(_finished(folder)):
             self._load_index(chunk)
 
     @classmethod
@@ -144,7 +144,7 @@ class StateCache:
         folder.mkdir(parents=True, exist_ok=True)
         folder.touch()
         others = sorted(
-            (p for p in Path(root).iterdir() if p.is_dir() and p != folder),
+            (p for p in _finished(Path(root)) if p != folder),
             key=lambda p: p.stat().st_mtime, reverse=True,
         )  # fmt: skip
         for old in others[KEPT_DIGESTS - 1 :]:
@@ -198,6 +198,12 @@ class StateCache:
             save_arrays(tmp / "states.npz", states=np.concatenate(states).astype(np.float32))
             write_meta(tmp, "EncoderStates", {"documents": len(keys), "width": self.width})
         self._load_index(out)
+
+
+def _finished(folder: Path) -> list[Path]:
+    """The sub-folders of ``folder`` that writers finished (not the hidden temporaries of
+    :func:`~xmc_core.storage.atomic.atomic_dir`, which a killed writer leaves)."""
+    return [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
 class DocStates:
