@@ -54,6 +54,24 @@ def test_labels_with_a_text_and_no_document_are_predicted_from_their_text_and_em
     assert (counts[ids] == 0).all()
 
 
+def test_label_texts_are_embedded_through_the_state_cache(
+    held_out: tuple[Corpus, list], tx_config: XmcConfig, tmp_path: Path
+) -> None:
+    """With ``matcher.warm_trainable_layers``, the label texts' states are cached as the
+    documents' are (a warm start then runs only the top layers for them)."""
+    from tests.transformer.test_warm_start import cached_docs
+
+    corpus, _ = held_out
+    cfg = config(tx_config, tmp_path, True)
+    matcher = cfg.matcher.model_copy(update={"warm_trainable_layers": 1})
+    out = train_in_process(corpus, cfg.model_copy(update={"matcher": matcher}))
+    (lineage,) = list((tmp_path / "encoder-states").iterdir())
+    texts = out["label_features"].text
+    n_texts = int((np.diff(texts.indptr) > 0).sum())
+    n_docs = out["train"].X.shape[0] + out["test"].X.shape[0]
+    assert n_texts > 0 and n_docs < cached_docs(lineage) <= n_docs + n_texts
+
+
 @pytest.mark.parametrize("indexing", ["pifa_tfidf", "pifa_neural"])
 def test_x_transformer_places_and_predicts_labels_it_has_only_read_about(
     held_out: tuple[Corpus, list], tx_config: XmcConfig, tmp_path: Path, indexing: str

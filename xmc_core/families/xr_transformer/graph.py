@@ -133,10 +133,11 @@ def ranker_features(
     train: SplitFeatures, embedded: EmbeddedSplit, label_features: LabelFeatures | None = None,
     corpus: Corpus | None = None, index: LabelIndex | None = None,
     checkpoint: MatcherCheckpoint | None = None, matcher: MatcherConfig | None = None,
+    states_root: str | None = None,
 ) -> LabelFeatures:  # fmt: skip
     """PIFA over TF-IDF ⊕ PIFA over the embeddings, for the ranker's refined tree; with
     zero-shot labels (``label_features`` has them; ``corpus``, ``index``, ``checkpoint`` and
-    ``matcher`` then given), their rows from their texts (:mod:`.zero_shot`)."""
+    ``matcher`` then given), their rows from their texts (:mod:`.zero_shot`, ``states_root``)."""
     assert embedded.E is not None
     z = ranker_label_features(train.X, embedded.E, train.Y)
     if label_features is None or label_features.text is None or not label_features.zero_shot.size:
@@ -145,7 +146,7 @@ def ranker_features(
     label_texts = corpus.label_texts()
     assert label_texts is not None  # zero-shot labels come from the label texts
     texts = aligned_label_texts(index, label_texts)
-    text = text_features(label_features, texts, checkpoint, matcher)
+    text = text_features(label_features, texts, checkpoint, matcher, states_root)
     return with_zero_shot(z, label_features, text, "pifa_concat")
 
 
@@ -378,6 +379,7 @@ def zero_shot_inputs(
     return {
         "label_features": feats["label_features"], "corpus": feats["corpus"],
         "index": feats["label_index"], "checkpoint": checkpoint, "matcher": cfg.matcher,
+        "states_root": states_root(cfg.matcher, cfg.work_dir),
     }  # fmt: skip
 
 

@@ -15,18 +15,21 @@ from xmc_core.features.label_features import LabelFeatures, with_text_rows
 from xmc_core.features.normalize import l2_normalize_rows
 from xmc_core.neural import resolve_device
 from xmc_core.transformer.matcher import MatcherCheckpoint
-from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.ranker import concat_features
+from xmc_core.transformer.states import embed_final
 from xmc_core.transformer.tokens import tokenize_texts
 
 
 def text_features(
     label_features: LabelFeatures, texts: pa.Array, checkpoint: MatcherCheckpoint,
-    matcher: MatcherConfig,
+    matcher: MatcherConfig, states_root: str | None = None,
 ) -> sp.csr_matrix:  # fmt: skip
     """csr (n_labels, d + h): the labels' text rows in the ranker's space, L2-normalized;
     zero rows for the labels without a text TF-IDF row (as :class:`LabelFeatures`' text).
-    ``texts``: each label's text in label-id order (``aligned_label_texts``)."""
+    ``texts``: each label's text in label-id order (``aligned_label_texts``); embedded as
+    documents are, through the encoder-state cache ``states_root`` when there is one
+    (:func:`~xmc_core.transformer.states.embed_final`: a warm start runs only the top layers
+    for the texts a run before it embedded)."""
     assert label_features.text is not None
     has = np.flatnonzero(np.diff(label_features.text.indptr) > 0)
     encoder, tokenizer = checkpoint.encoder()
@@ -34,7 +37,8 @@ def text_features(
     if has.size:
         tokens = tokenize_texts(tokenizer, texts.take(has), encoder.cfg.max_length)
         device = resolve_device(matcher.device)
-        E[has] = embed_on(encoder, tokens, device, matcher, "embedding the label texts")
+        what = "embedding the label texts"
+        E[has] = embed_final(encoder, tokens, device, matcher, states_root, what)
     return l2_normalize_rows(concat_features(label_features.text, E, matcher.embedding_weight))
 
 
