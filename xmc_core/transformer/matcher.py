@@ -44,13 +44,7 @@ from xmc_core.transformer.shortlist import (
     matcher_levels,
     top_clusters,
 )
-from xmc_core.transformer.states import (
-    DocStates,
-    StateCache,
-    boundary,
-    doc_states,
-    embed_final,
-)
+from xmc_core.transformer.states import DocStates, cached_states, embed_final
 from xmc_core.transformer.states import embed as embed_states
 from xmc_core.transformer.tokens import TokenizedTexts
 from xmc_core.transformer.trainer import fit_level
@@ -303,13 +297,9 @@ def _warm_states(
     """A warm start's documents' states below its trainable layers, from the cache (the new
     documents' computed and added), or None: no cache, a cold level, every layer trained, or
     the int8 embedding runtime."""
-    k = boundary(encoder, cfg)
-    if cache.root is None or not cache.warm or k is None or cfg.embed_runtime != "torch":
+    if not cache.warm or cfg.steps_per_level == 0:  # 0 steps: the champion's encoder as it was
         return None
-    if cfg.steps_per_level == 0:  # the champion's encoder as it was: its own embedding path
-        return None
-    store = StateCache.open(cache.root, encoder, k)
-    return doc_states(encoder, tokens, store, device, cfg.embed_batch_size, f"{what}: states")
+    return cached_states(encoder, tokens, device, cfg, cache.root, what)
 
 
 def _embed(

@@ -291,6 +291,24 @@ def embed(
         return by_length(tokens, batch_size, encoder.hidden_size, run, what)
 
 
+def cached_states(
+    encoder: TextEncoder,
+    tokens: TokenizedTexts,
+    device: torch.device,
+    cfg: MatcherConfig,
+    root: str | None,
+    what: str,
+) -> DocStates | None:
+    """``tokens``' states below ``encoder``'s trainable layers from the cache under ``root``
+    (the missing ones computed and added), or None when there is no cache to use: no
+    ``root``, every layer trained (``cfg.warm_trainable_layers``), or the int8 runtime."""
+    k = boundary(encoder, cfg)
+    if root is None or k is None or cfg.embed_runtime != "torch":
+        return None
+    cache = StateCache.open(root, encoder, k)
+    return doc_states(encoder, tokens, cache, device, cfg.embed_batch_size, f"{what}: states")
+
+
 def embed_final(
     encoder: TextEncoder,
     tokens: TokenizedTexts,
@@ -300,12 +318,9 @@ def embed_final(
     what: str,
 ) -> np.ndarray:
     """A finished encoder's embeddings of ``tokens`` (float32 (n, hidden), unit rows): through
-    the cache under ``root`` when a warm start would keep its lower layers
-    (``cfg.warm_trainable_layers``; the torch runtime), filling it; else
-    :func:`~xmc_core.transformer.onnx_int8.embed_on`."""
-    k = boundary(encoder, cfg)
-    if root is None or k is None or cfg.embed_runtime != "torch":
+    the cache under ``root`` (:func:`cached_states`, filling it) when there is one to use;
+    else :func:`~xmc_core.transformer.onnx_int8.embed_on`."""
+    states = cached_states(encoder, tokens, device, cfg, root, what)
+    if states is None:
         return embed_on(encoder, tokens, device, cfg, what)
-    cache = StateCache.open(root, encoder, k)
-    states = doc_states(encoder, tokens, cache, device, cfg.embed_batch_size, f"{what}: states")
     return embed(encoder, tokens, states, device, cfg.embed_batch_size, what)
