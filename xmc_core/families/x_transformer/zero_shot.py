@@ -14,8 +14,8 @@ import scipy.sparse as sp
 
 from xmc_core.config import EncoderConfig, MatcherConfig
 from xmc_core.corpus import Corpus
-from xmc_core.families.xr_transformer.zero_shot import text_features
-from xmc_core.features.label_features import LabelFeatures, aligned_label_texts, with_text_rows
+from xmc_core.families.xr_transformer.zero_shot import label_texts, text_features
+from xmc_core.features.label_features import LabelFeatures, with_text_rows
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.normalize import l2_normalize_rows
 from xmc_core.neural import resolve_device
@@ -23,14 +23,6 @@ from xmc_core.transformer.encoder import TextEncoder, default_encoder_path, load
 from xmc_core.transformer.matcher import MatcherCheckpoint
 from xmc_core.transformer.onnx_int8 import embed_on
 from xmc_core.transformer.tokens import tokenize_texts
-
-
-def label_texts(corpus: Corpus, index: LabelIndex) -> pa.Array:
-    """Each label's text in label-id order (null where it has none)."""
-    texts = corpus.label_texts()
-    if texts is None:
-        raise ValueError("zero-shot labels need the corpus's label texts")
-    return aligned_label_texts(index, texts)
 
 
 def neural_text_rows(

@@ -16,13 +16,17 @@ from xmc_core.config import EncoderConfig, MatcherConfig, PredictConfig, RankerC
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.families.common import TREE, ZERO_SHOT, level_ranker, ranker_levels
-from xmc_core.families.featurize import zero_shot_on
 from xmc_core.families.warm import TREE_WARM, WarmHandles, start_record
 from xmc_core.families.xr_transformer import NAME
 from xmc_core.families.xr_transformer.reuse import kept_levels, problem_digest
 from xmc_core.families.xr_transformer.warm import matcher_start, states_root, warm_matcher_cfg
-from xmc_core.families.xr_transformer.zero_shot import text_features, with_zero_shot
-from xmc_core.features.label_features import LabelFeatures, aligned_label_texts
+from xmc_core.families.xr_transformer.zero_shot import (
+    label_texts,
+    text_features,
+    with_zero_shot,
+    zero_shot_inputs,
+)
+from xmc_core.features.label_features import LabelFeatures
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
@@ -143,9 +147,7 @@ def ranker_features(
     if label_features is None or label_features.text is None or not label_features.zero_shot.size:
         return LabelFeatures(z, "pifa_concat")
     assert corpus is not None and index is not None and checkpoint is not None and matcher
-    label_texts = corpus.label_texts()
-    assert label_texts is not None  # zero-shot labels come from the label texts
-    texts = aligned_label_texts(index, label_texts)
+    texts = label_texts(corpus, index)
     text = text_features(label_features, texts, checkpoint, matcher, states_root)
     return with_zero_shot(z, label_features, text, "pifa_concat")
 
@@ -367,20 +369,6 @@ def trained_levels(
             label_features=z, ranker=cfg.ranker,
         )  # fmt: skip
     return levels
-
-
-def zero_shot_inputs(
-    run: Runner, feats: dict[str, Any], cfg: XmcConfig, checkpoint: Any
-) -> dict[str, Any]:
-    """What the ranker's label features need for zero-shot labels (:mod:`.zero_shot`), or {}
-    when there are none to make (off, or no label texts)."""
-    if not zero_shot_on(cfg, run.value(feats["corpus"])):
-        return {}
-    return {
-        "label_features": feats["label_features"], "corpus": feats["corpus"],
-        "index": feats["label_index"], "checkpoint": checkpoint, "matcher": cfg.matcher,
-        "states_root": states_root(cfg.matcher, cfg.work_dir),
-    }  # fmt: skip
 
 
 def ranker_tree(

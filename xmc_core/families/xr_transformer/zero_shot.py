@@ -6,18 +6,34 @@ fitted scale times the cosine of document and text)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from xmc_core.config import MatcherConfig
-from xmc_core.features.label_features import LabelFeatures, with_text_rows
+from xmc_core.config import MatcherConfig, XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.families.featurize import zero_shot_on
+from xmc_core.families.xr_transformer.warm import states_root
+from xmc_core.features.label_features import LabelFeatures, aligned_label_texts, with_text_rows
+from xmc_core.features.labels import LabelIndex
 from xmc_core.features.normalize import l2_normalize_rows
 from xmc_core.neural import resolve_device
+from xmc_core.stages.graph import Runner
 from xmc_core.transformer.matcher import MatcherCheckpoint
 from xmc_core.transformer.ranker import concat_features
 from xmc_core.transformer.states import embed_final
 from xmc_core.transformer.tokens import tokenize_texts
+
+
+def label_texts(corpus: Corpus, index: LabelIndex) -> pa.Array:
+    """Each label's text in label-id order (null where it has none); zero-shot labels come
+    from the label texts, so a corpus without them is an error here."""
+    texts = corpus.label_texts()
+    if texts is None:
+        raise ValueError("zero-shot labels need the corpus's label texts")
+    return aligned_label_texts(index, texts)
 
 
 def text_features(
@@ -50,3 +66,17 @@ def with_zero_shot(z: sp.csr_matrix, label_features: LabelFeatures, text: sp.csr
     unseen = np.zeros(z.shape[0], dtype=bool)
     unseen[label_features.zero_shot] = True
     return LabelFeatures(with_text_rows(z, text, unseen), kind, text, label_features.zero_shot)
+
+
+def zero_shot_inputs(
+    run: Runner, feats: dict[str, Any], cfg: XmcConfig, checkpoint: Any
+) -> dict[str, Any]:
+    """What the ranker's label features need for zero-shot labels (this module), or {}
+    when there are none to make (off, or no label texts)."""
+    if not zero_shot_on(cfg, run.value(feats["corpus"])):
+        return {}
+    return {
+        "label_features": feats["label_features"], "corpus": feats["corpus"],
+        "index": feats["label_index"], "checkpoint": checkpoint, "matcher": cfg.matcher,
+        "states_root": states_root(cfg.matcher, cfg.work_dir),
+    }  # fmt: skip
