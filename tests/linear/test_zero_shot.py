@@ -26,17 +26,28 @@ HELD_OUT = 6
 
 
 def test_the_text_scale_separates_what_it_can_and_is_regularized() -> None:
-    s = np.array([0.9, 0.8, 0.1, 0.05])
+    s = np.array([[0.9], [0.8], [0.1], [0.05]])
     y = np.array([1.0, 1.0, -1.0, -1.0])
     for loss in ("squared_hinge", "logistic"):
         a, c = fit_text_scale(s, y, loss, bias=True)
-        assert a > 0 and c < 0 and np.all(y * (a * s + c) > 0)
+        assert a[0] > 0 and c < 0 and np.all(y * (s @ a + c) > 0)
     a, c = fit_text_scale(s, y, "squared_hinge", bias=False)
     assert c == 0.0
     # one positive pair at s = 1, no bias: minimize 0.5 a^2 + (1 - a)^2 -> a = 2/3
-    assert fit_text_scale(np.array([1.0]), np.array([1.0]), "squared_hinge", False)[0] == (
-        pytest.approx(2 / 3)
-    )
+    a, _ = fit_text_scale(np.array([[1.0]]), np.array([1.0]), "squared_hinge", False)
+    assert a[0] == pytest.approx(2 / 3)
+
+
+def test_each_block_gets_its_own_scale() -> None:
+    # block 1 is high for every pair (as embeddings' cosines are), block 2 tells them apart
+    s = np.array([[0.8, 0.9], [0.7, 0.8], [0.8, 0.1], [0.7, 0.05]])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    (a1, a2), _ = fit_text_scale(s, y, "squared_hinge", bias=True)
+    assert a2 > 0 and a2 > 3 * abs(a1)
+    # one positive pair at s = (1, 1), no bias: minimize 0.5 |a|^2 + (1 - a1 - a2)^2
+    # -> a1 = a2 = 2 (1 - 2 a) -> a = 2/5
+    a, _ = fit_text_scale(np.array([[1.0, 1.0]]), np.array([1.0]), "squared_hinge", False)
+    np.testing.assert_allclose(a, [0.4, 0.4])
 
 
 def test_zero_shot_columns_are_the_scaled_texts_and_the_rest_is_kept() -> None:
@@ -46,11 +57,29 @@ def test_zero_shot_columns_are_the_scaled_texts_and_the_rest_is_kept() -> None:
     tree = LabelTree([sp.csr_matrix(np.ones((3, 1), dtype=np.float32))], TreeConfig())
     W = sp.csc_matrix(np.full((4, 3), -0.5, dtype=np.float32))
     out = text_rankers(X, Y, tree, W, text, np.array([2]), RankerConfig())
-    a, c = fit_text_scale(np.array([1.0, 0.0, 0.0, 1.0]), np.array([1.0, -1.0, -1.0, 1.0]),
-                          "squared_hinge", True)  # fmt: skip
+    (a,), c = fit_text_scale(np.array([[1.0], [0.0], [0.0], [1.0]]),
+                             np.array([1.0, -1.0, -1.0, 1.0]), "squared_hinge", True)  # fmt: skip
     dense = out.toarray()
     np.testing.assert_array_equal(dense[:, :2], np.full((4, 2), -0.5))
     np.testing.assert_allclose(dense[:, 2], [0.0, 0.0, a, c], rtol=1e-6)
+
+
+def test_blocked_zero_shot_columns_scale_each_block_of_the_text() -> None:
+    # two blocks: columns [0, 2) and [2, 4); docs 0, 1 carry labels 0, 1; label 2 is zero-shot
+    X = sp.csr_matrix(np.array([[1, 0, 0.6, 0.8], [0, 1, 0.8, 0.6]], dtype=np.float32))
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
+    text = sp.csr_matrix(np.array([[1, 0, 0.6, 0.8], [0, 1, 0.8, 0.6], [0.6, 0.8, 1, 0]],
+                                  dtype=np.float32))  # fmt: skip
+    tree = LabelTree([sp.csr_matrix(np.ones((3, 1), dtype=np.float32))], TreeConfig())
+    W = sp.csc_matrix(np.full((5, 3), -0.5, dtype=np.float32))
+    out = text_rankers(X, Y, tree, W, text, np.array([2]), RankerConfig(), blocks=(2,))
+    # the known pairs (doc, label): (0, 0) +, (0, 1) -, (1, 0) -, (1, 1) +; per-block cosines
+    s = np.array([[1.0, 1.0], [0.0, 0.96], [0.0, 0.96], [1.0, 1.0]])
+    a, c = fit_text_scale(s, np.array([1.0, -1.0, -1.0, 1.0]), "squared_hinge", True)
+    assert a[0] > a[1]  # the block that separates the pairs weighs more
+    dense = out.toarray()
+    np.testing.assert_array_equal(dense[:, :2], np.full((5, 2), -0.5))
+    np.testing.assert_allclose(dense[:, 2], [0.6 * a[0], 0.8 * a[0], a[1], 0.0, c], rtol=1e-5)
 
 
 def test_placed_labels_join_the_leaves_built_on_the_others() -> None:

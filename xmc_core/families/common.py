@@ -72,11 +72,19 @@ def zero_shot_rankers(
     ranker: RankerConfig,
 ) -> LevelRankers:  # fmt: skip
     """The leaf level with the zero-shot labels' rankers made from their texts
-    (:func:`~xmc_core.linear.zero_shot.text_rankers`)."""
+    (:func:`~xmc_core.linear.zero_shot.text_rankers`; one scale per block of the text's space,
+    ``label_features.text_blocks``)."""
     if label_features.text is None:
         return level
     W = text_rankers(
-        train.X, train.Y, tree, level.W, label_features.text, label_features.zero_shot, ranker
+        train.X,
+        train.Y,
+        tree,
+        level.W,
+        label_features.text,
+        label_features.zero_shot,
+        ranker,
+        label_features.text_blocks,
     )
     return LevelRankers(W, level.level, level.cost_scale)
 

@@ -35,7 +35,10 @@ class LabelFeatures:
     With zero-shot labels on (``label_features.zero_shot``): ``text``, the labels' text TF-IDF,
     csr (n_labels, n_features), rows L2-normalized (a label without text: a zero row), and
     ``zero_shot``, the ids (int64, ascending) of the labels that have a text but no training
-    document, whose rows of ``Z`` are their text rows.
+    document, whose rows of ``Z`` are their text rows. ``text_blocks``: the columns where the
+    text's later blocks begin, when its space is made of blocks (XR-Transformer's ranker space
+    ``[TF-IDF, embedding]``: the TF-IDF's width), each scaled on its own by the zero-shot
+    rankers (:mod:`xmc_core.linear.zero_shot`).
     """
 
     def __init__(
@@ -44,17 +47,24 @@ class LabelFeatures:
         kind: str,
         text: sp.csr_matrix | None = None,
         zero_shot: np.ndarray | None = None,
+        text_blocks: tuple[int, ...] = (),
     ) -> None:
         self.z = sp.csr_matrix(z)
         self.kind = kind
         self.text = None if text is None else sp.csr_matrix(text)
         self.zero_shot = np.zeros(0, np.int64) if zero_shot is None else zero_shot.astype(np.int64)
+        self.text_blocks = tuple(int(b) for b in text_blocks)
         if self.text is not None and self.text.shape[0] != self.z.shape[0]:
             raise ValueError(f"text has {self.text.shape[0]} rows, Z {self.z.shape[0]}")
         if self.zero_shot.size and not (
             self.zero_shot.min() >= 0 and self.zero_shot.max() < self.z.shape[0]
         ):
             raise ValueError("zero-shot label ids out of range")
+        width = 0 if self.text is None else self.text.shape[1]
+        if list(self.text_blocks) != sorted(set(self.text_blocks)) or any(
+            not 0 < b < width for b in self.text_blocks
+        ):
+            raise ValueError(f"text blocks {list(self.text_blocks)} do not split {width} columns")
 
     def save(self, folder: str | Path) -> None:
         """Write ``Z.npz`` (and ``T.npz``, ``zero_shot.npz`` with zero-shot labels on) and
@@ -65,7 +75,10 @@ class LabelFeatures:
         if self.text is not None:
             save_csr(folder / "T.npz", self.text)
             save_arrays(folder / "zero_shot.npz", ids=self.zero_shot)
-        fields = {"kind": self.kind, "shape": list(self.z.shape), "text": self.text is not None}
+        fields = {
+            "kind": self.kind, "shape": list(self.z.shape), "text": self.text is not None,
+            "text_blocks": list(self.text_blocks),
+        }  # fmt: skip
         write_meta(folder, "LabelFeatures", fields)
 
     @classmethod
@@ -75,12 +88,13 @@ class LabelFeatures:
         meta = read_meta(folder, "LabelFeatures")
         with meta_fields(folder):
             kind, has_text = str(meta["kind"]), bool(meta.get("text", False))
+            blocks = tuple(int(b) for b in meta.get("text_blocks", []))
         z = load_csr(folder / "Z.npz")
         if not has_text:
             return cls(z, kind)
         ids = load_arrays(folder / "zero_shot.npz")["ids"]
         try:
-            return cls(z, kind, load_csr(folder / "T.npz"), ids)
+            return cls(z, kind, load_csr(folder / "T.npz"), ids, blocks)
         except ValueError as err:
             raise ArtifactError(folder, f"inconsistent label features: {err}") from err
 

@@ -53,4 +53,5 @@ def ranker_text_features(
     embedding, L2-normalized), with the zero-shot ids: what the zero-shot rankers read."""
     texts = label_texts(corpus, index)
     text = text_features(label_features, texts, checkpoint, matcher)
-    return LabelFeatures(text, "label_text_ranker", text, label_features.zero_shot)
+    blocks = (label_features.text.shape[1],)  # [TF-IDF, embedding]: each scaled on its own
+    return LabelFeatures(text, "label_text_ranker", text, label_features.zero_shot, blocks)

@@ -65,7 +65,10 @@ def with_zero_shot(z: sp.csr_matrix, label_features: LabelFeatures, text: sp.csr
     kept (what the tree places them by and the zero-shot rankers read)."""
     unseen = np.zeros(z.shape[0], dtype=bool)
     unseen[label_features.zero_shot] = True
-    return LabelFeatures(with_text_rows(z, text, unseen), kind, text, label_features.zero_shot)
+    blocks = (label_features.text.shape[1],)  # [TF-IDF, embedding]: each scaled on its own
+    return LabelFeatures(
+        with_text_rows(z, text, unseen), kind, text, label_features.zero_shot, blocks
+    )
 
 
 def zero_shot_inputs(
