@@ -103,7 +103,15 @@ def test_label_index_and_features_round_trip(tmp_path: Path) -> None:
     lf = LabelFeatures(pifa([pifa_partial(X, Y)]), "pifa")
     lf.save(tmp_path / "z")
     back = LabelFeatures.load(tmp_path / "z")
-    assert back.kind == "pifa" and (back.z != lf.z).nnz == 0
+    assert back.kind == "pifa" and (back.z != lf.z).nnz == 0 and back.text_blocks == ()
+    z = lf.z
+    blocked = LabelFeatures(z, "pifa_concat", z, np.array([1]), (1,))
+    blocked.save(tmp_path / "t")
+    back = LabelFeatures.load(tmp_path / "t")
+    assert back.text_blocks == (1,) and back.zero_shot.tolist() == [1]
+    for bad in ((0,), (z.shape[1],), (2, 1)):
+        with pytest.raises(ValueError, match="do not split"):
+            LabelFeatures(z, "pifa_concat", z, None, bad)
 
 
 def test_label_text_matrix_aligns_by_name_and_zero_for_missing() -> None:

@@ -1,6 +1,7 @@
 """XR-Transformer's zero-shot labels: a label with a text but no training document gets its
-text's TF-IDF and embedding as its ranker features, a place in the ranker's tree and a ranker
-made from them, so it can be predicted; without zero-shot labels it cannot."""
+text's TF-IDF and embedding as its ranker features, a place in the ranker's tree (by the
+TF-IDF) and a ranker made from them, so it can be predicted; without zero-shot labels it
+cannot."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from tests.corpus.helpers import held_out_dataset
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.families.train import train_in_process
+from xmc_core.families.xr_transformer.zero_shot import with_zero_shot
+from xmc_core.features.label_features import LabelFeatures
 
 HELD_OUT = 4
 
@@ -28,6 +32,17 @@ def config(tx_config: XmcConfig, work: Path, zero_shot: bool) -> XmcConfig:
     label_features = tx_config.label_features.model_copy(update={"zero_shot": zero_shot})
     update = {"model": model, "work_dir": work, "label_features": label_features}
     return tx_config.model_copy(update=update)
+
+
+def test_a_zero_shot_label_is_placed_by_its_text_tfidf_and_scored_by_both_blocks() -> None:
+    # ranker space [TF-IDF (2 columns), embedding (2 columns)]; label 2 has no document
+    z = sp.csr_matrix(np.array([[0.5, 0.5, 0.5, 0.5], [0.6, 0.0, 0.0, 0.8], [0, 0, 0, 0]]))
+    tfidf = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]))
+    text = sp.csr_matrix(np.array([[0.7, 0, 0.7, 0], [0, 0.7, 0, 0.7], [0.42, 0.56, 0, 0.7]]))
+    out = with_zero_shot(z, LabelFeatures(z, "pifa", tfidf, np.array([2])), text, "pifa_concat")
+    np.testing.assert_allclose(out.z.toarray(), [z.toarray()[0], z.toarray()[1], [0.6, 0.8, 0, 0]])
+    assert (out.text != text).nnz == 0 and out.text_blocks == (2,)
+    assert out.zero_shot.tolist() == [2]
 
 
 def test_labels_with_a_text_and_no_document_are_predicted_from_their_text_and_embedding(
