@@ -6,13 +6,15 @@ Usage, from the repository root, with the project venv::
 
     python benchmarks/zero_shot.py [--dataset ../shared/datasets/debian-deps]
         [--config configs/xr-transformer-cpu.yaml]
-        [--out benchmarks/results/zero-shot-<date>.json]
+        [--out benchmarks/results/zero-shot-<date>.json] [--only on|off]
 
 The dataset is ingested once (``lines``, with ``label_map.txt``'s label texts), then trained
 in this process (``xmc train``'s graph, the default config or ``--config``) twice:
-``label_features.zero_shot`` true and false. Reported from the model's own test-split
-evaluation: ``R@5 unseen`` and ``R@10 unseen`` (the test assignments of labels without a
-training document found in the top k; those outside the label index count as misses),
+``label_features.zero_shot`` true and false (``--only``: one of them, e.g. to measure a
+change to the zero-shot labels against an earlier results file's ``off`` run). Reported
+from the model's own test-split evaluation: ``R@5 unseen`` and ``R@10 unseen`` (the test
+assignments of labels without a training document found in the top k; those outside the
+label index count as misses),
 ``P@1 seen`` and ``P@5 seen`` (precision counting only labels with training documents), P@1,
 P@5, PSP@5, the labels known and the zero-shot ones, and the train seconds.
 """
@@ -68,6 +70,8 @@ def table(runs: list[dict[str, Any]]) -> list[str]:
             f"| {'on' if r['zero_shot'] else 'off'} | {r['labels_known']:,} | "
             f"{r['zero_shot_labels']:,} | {r['train_s']:.1f} | " + " | ".join(cells) + " |"
         )
+    if len(runs) < 2:
+        return lines
     on, off = (next(r for r in runs if r["zero_shot"] is z) for z in (True, False))
     for m in ("P@1 seen", "P@5 seen"):
         diff = 100 * (on["metrics"][m] - off["metrics"][m])
@@ -83,13 +87,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", type=Path, default=None, help="a preset (default: XR-Linear's)")
     today = dt.date.today().isoformat()
     ap.add_argument("--out", type=Path, default=REPO / f"benchmarks/results/zero-shot-{today}.json")
+    ap.add_argument("--only", choices=("on", "off"), default=None, help="one run, not both")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="xmc-zero-shot-") as tmp:
         root = Path(tmp)
         options = IngestOptions(policies=Policies(on_unlabeled="keep"))
         ingest("lines", args.dataset, root / "corpus", options)
         corpus = Corpus(root / "corpus")
-        runs = [run(corpus, root / f"work-{z}", z, args.config) for z in (False, True)]
+        which = (False, True) if args.only is None else (args.only == "on",)
+        runs = [run(corpus, root / f"work-{z}", z, args.config) for z in which]
     report = {
         "command": shlex.join(["python", "benchmarks/zero_shot.py", *(argv or sys.argv[1:])]),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -19,7 +19,7 @@ from xmc_core.evaluation.unseen import unseen_metrics
 from xmc_core.families.train import train_in_process
 from xmc_core.linear.tree import LabelTree
 from xmc_core.linear.tree_growth import build_with_placed
-from xmc_core.linear.zero_shot import fit_text_scale, text_rankers
+from xmc_core.linear.zero_shot import _known_pairs, block_texts, fit_text_scale, text_rankers
 
 HELD_OUT = 6
 """Labels whose training documents are removed (they keep their texts and test documents)."""
@@ -80,6 +80,23 @@ def test_blocked_zero_shot_columns_scale_each_block_of_the_text() -> None:
     dense = out.toarray()
     np.testing.assert_array_equal(dense[:, :2], np.full((5, 2), -0.5))
     np.testing.assert_allclose(dense[:, 2], [0.6 * a[0], 0.8 * a[0], a[1], 0.0, c], rtol=1e-5)
+
+
+def test_every_block_scores_the_same_pairs_in_the_same_order() -> None:
+    # doc i carries label i; the two blocks rank each document's labels differently, so a
+    # block's own (score) order would pair one block's cosine with another pair's
+    rng = np.random.default_rng(4)
+    X = sp.csr_matrix(rng.random((3, 4)).astype(np.float32))
+    text = sp.csr_matrix(rng.random((3, 4)).astype(np.float32))
+    Y = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    tree = LabelTree([sp.csr_matrix(np.ones((3, 1), dtype=np.float32))], TreeConfig())
+    s, y = _known_pairs(X, Y, tree, block_texts(text, (2,)), seed=0)
+    x, t = X.toarray(), text.toarray()
+    expected = [[x[d, :2] @ t[j, :2], x[d, 2:] @ t[j, 2:]] for d in range(3) for j in range(3)]
+    np.testing.assert_allclose(s, expected, rtol=1e-6)
+    assert y.tolist() == [1.0 if d == j else -1.0 for d in range(3) for j in range(3)]
+    orders = [np.argsort(-s[:, b].reshape(3, 3), axis=1) for b in (0, 1)]
+    assert not np.array_equal(*orders)  # the case this test is for
 
 
 def test_placed_labels_join_the_leaves_built_on_the_others() -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
-from xmc_core.linear.beam import ChunkedLevel, labelled_child_scores
+from xmc_core.linear.beam import ChunkedLevel, child_scores
 from xmc_core.linear.levels import level_targets
 from xmc_core.linear.tree import LabelTree
 
@@ -132,12 +132,13 @@ def _known_pairs(
         known &= docs <= np.quantile(docs[known], TAIL_QUANTILE)
     targets = level_targets(Y, tree.C)
     parents = targets[-2] if tree.depth > 1 else sp.csr_matrix(np.ones((len(rows), 1)))
-    scores, y = [], np.zeros(0)
-    for part in parts:
+    scores = []
+    for part in parts:  # every block scores the same pairs, listed by (document, label)
         W = sp.vstack([part.T, sp.csr_matrix((1, part.shape[0]))]).tocsc().astype(np.float32)
-        level = ChunkedLevel.build(W, tree.C[-1])
-        ids, s, y = labelled_child_scores(X, level, parents, targets[-1], 0.0)
-        keep = known[ids]
-        scores.append(s[keep])
-        y = y[keep]
-    return np.stack(scores, axis=1), y
+        docs_of, ids, s = child_scores(X, ChunkedLevel.build(W, tree.C[-1]), parents, 0.0)
+        order = np.lexsort((ids, docs_of))  # a block's own order is by its scores
+        docs_of, ids = docs_of[order], ids[order]
+        scores.append(s[order])
+    keep = known[ids]
+    hit = np.asarray(sp.csr_matrix(targets[-1], dtype=np.float32)[docs_of, ids]).ravel() > 0
+    return np.stack(scores, axis=1)[keep], (2.0 * hit - 1.0)[keep]
