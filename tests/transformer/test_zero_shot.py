@@ -62,7 +62,7 @@ def test_labels_with_a_text_and_no_document_are_predicted_from_their_text_and_em
         rows = leaf[:, j].indices
         assert (rows < d).any() and ((rows >= d) & (rows < leaf.shape[0] - 1)).any()
     m_on, m_off = on["evaluation"].values, off["evaluation"].values
-    # 6 of the 28 unseen assignments found in the top 10 here; the bound (3) leaves room for
+    # 8 of the 28 unseen assignments found in the top 10 here; the bound (3) leaves room for
     # rank flips from another CPU's rounding; none are found without zero-shot labels
     assert m_off["R@10 unseen"] == 0.0 and m_on["R@10 unseen"] >= 0.1, (m_on, m_off)
     counts = np.asarray(on["model"].label_counts)
