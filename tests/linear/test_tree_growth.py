@@ -51,6 +51,20 @@ def test_a_leaf_past_its_bound_is_split_in_place_and_the_others_are_kept() -> No
     assert np.bincount(leaves).max() <= 2
 
 
+def test_guests_split_no_leaf_and_join_the_closest_piece_of_one_that_splits() -> None:
+    cfg = TreeConfig(max_leaf_size=2)
+    grown, growth = grow_tree(BASE, features([0, 0, 1, 0.1]), cfg, np.array([8]))
+    assert grown.level_sizes() == [2, 4, 9] and growth.split_leaves == []
+    assert grown.label_to_cluster(-2)[8] == 2  # leaf 2 holds 3 labels: a guest counts for none
+    # label 8 (a host) splits leaf 2; guest 9, exactly e_2, joins a piece whose centroid is e_2
+    Z = features([0, 0, 1, 0.1], [0, 0, 1, 0])
+    grown, growth = grow_tree(BASE, Z, cfg, np.array([9]))
+    leaves = grown.label_to_cluster(-2)
+    assert grown.level_sizes() == [2, 5, 10] and growth.split_leaves == [2]
+    assert check_chain(grown.C) is None and np.bincount(leaves[:9]).max() <= 2
+    assert leaves[9] != leaves[8] and leaves[9] in (leaves[4], leaves[5])
+
+
 def test_no_new_label_gives_the_base_tree_back() -> None:
     grown, growth = grow_tree(BASE, features(), TreeConfig(max_leaf_size=2))
     assert grown.level_sizes() == BASE.level_sizes()

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from xmc_core.config import EvalConfig, PredictConfig, RankerConfig, TreeConfig, XmcConfig
 from xmc_core.evaluation.diagnostics import Diagnostics, MatcherLevelRecord, describe_diagnostics
 from xmc_core.evaluation.metrics import describe_metrics
@@ -45,9 +48,13 @@ class Metrics:
 
 def build_tree(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
     """Hierarchical balanced k-means over the label features; zero-shot labels are then
-    placed in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`)."""
+    placed in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`),
+    with the labels whose row is empty (a text without a term of the vocabulary, no
+    document), so the other labels' tree is the one they get with zero-shot labels off."""
     if label_features.zero_shot.size:
-        return build_with_placed(label_features.z, label_features.zero_shot, cfg)
+        z = sp.csr_matrix(label_features.z)
+        empty = np.flatnonzero(np.diff(z.indptr) == 0)
+        return build_with_placed(z, np.union1d(label_features.zero_shot, empty), cfg)
     return LabelTree.build(label_features.z, cfg)
 
 

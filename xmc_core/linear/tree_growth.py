@@ -7,7 +7,8 @@ ties to the lower leaf; a new label without features (no document, no text) join
 fewest labels. A leaf grown past ``max_leaf_size`` is split by the same balanced spherical
 2-means as :meth:`LabelTree.build`, its pieces taking its place under its parent (so siblings
 stay contiguous); every other cluster keeps its labels, which is what lets a warm start reuse
-the rankers of the nodes whose training problem did not change.
+the rankers of the nodes whose training problem did not change. Zero-shot labels (no document
+yet) are guests: they split no leaf (:func:`build_with_placed`).
 """
 
 from __future__ import annotations
@@ -63,22 +64,28 @@ def place_new_labels(tree: LabelTree, Z: sp.csr_matrix) -> np.ndarray:
     return best
 
 
-def grow_tree(base: LabelTree, Z: sp.csr_matrix, cfg: TreeConfig) -> tuple[LabelTree, Growth]:
+def grow_tree(
+    base: LabelTree, Z: sp.csr_matrix, cfg: TreeConfig, guests: np.ndarray | None = None
+) -> tuple[LabelTree, Growth]:
     """``base`` with the labels ``base.n_labels .. Z.shape[0] - 1`` placed (see the module
     doc) -> the grown tree and what was done. ``Z``: csr (n_labels, d), the warm start's label
-    features (rows of known labels first)."""
+    features (rows of known labels first). ``guests``: ids of labels that count toward no
+    leaf's bound and take no part in a split (zero-shot labels, whose text rows would part
+    from the document rows): a split leaf's guests join its closest piece."""
     Z = sp.csr_matrix(Z)
     if Z.shape[0] < base.n_labels:
         raise InputError(
             None, f"{Z.shape[0]} label feature rows for a base tree of {base.n_labels} labels",
             "give the features of every label, the base tree's first (LabelIndex.extended)",
         )  # fmt: skip
+    is_guest = np.zeros(Z.shape[0], dtype=bool)
+    is_guest[np.asarray(guests if guests is not None else [], dtype=np.int64)] = True
     if base.depth == 1:  # labels straight under the root: a flat tree, or a cold one
         new = np.zeros(Z.shape[0] - base.n_labels, dtype=np.int64)
-        if Z.shape[0] <= cfg.max_leaf_size:
+        if int((~is_guest).sum()) <= cfg.max_leaf_size:
             tree = LabelTree([_assign(np.zeros(Z.shape[0], np.int64), 1)], cfg)
             return tree, Growth(new, [], {} if len(new) else {0: 0})
-        tree = LabelTree.build(Z, cfg)
+        tree = build_with_placed(Z, np.flatnonzero(is_guest), cfg)
         return tree, Growth(tree.label_to_cluster(-2)[base.n_labels :], [0], {})
     leaf_of = np.concatenate([base.C[-1].indices.astype(np.int64), place_new_labels(base, Z)])
     n_leaves = base.C[-1].shape[1]
@@ -90,7 +97,9 @@ def grow_tree(base: LabelTree, Z: sp.csr_matrix, cfg: TreeConfig) -> tuple[Label
     split: list[int] = []
     kept: dict[int, int] = {}
     for k, labels in enumerate(members):
-        pieces = _pieces(labels, Z, cfg) if len(labels) > cfg.max_leaf_size else [labels]
+        hosts, guest = labels[~is_guest[labels]], labels[is_guest[labels]]
+        too_big = len(hosts) > cfg.max_leaf_size
+        pieces = _pieces(hosts, guest, Z, cfg) if too_big else [labels]
         if len(pieces) > 1:
             split.append(k)
         elif np.all(labels < base.n_labels):
@@ -103,19 +112,28 @@ def grow_tree(base: LabelTree, Z: sp.csr_matrix, cfg: TreeConfig) -> tuple[Label
     return grown, Growth(grown_leaf[base.n_labels :], split, kept)
 
 
-def _pieces(labels: np.ndarray, Z: sp.csr_matrix, cfg: TreeConfig) -> list[np.ndarray]:
-    """``labels`` cut into leaves of at most ``max_leaf_size`` by balanced spherical 2-means
-    (:meth:`LabelTree.build` on their features), in the sub-tree's leaf order."""
-    sub = LabelTree.build(sp.csr_matrix(Z[labels]), cfg)
+def _pieces(
+    hosts: np.ndarray, guests: np.ndarray, Z: sp.csr_matrix, cfg: TreeConfig
+) -> list[np.ndarray]:
+    """``hosts`` cut into leaves of at most ``max_leaf_size`` by balanced spherical 2-means
+    (:meth:`LabelTree.build` on their features), in the sub-tree's leaf order; each of the
+    ``guests`` joins its closest piece (:func:`place_new_labels`)."""
+    sub = LabelTree.build(sp.csr_matrix(Z[hosts]), cfg)
+    labels = np.concatenate([hosts, guests])
     leaf = sub.C[-1].indices
+    if guests.size:
+        leaf = np.concatenate([leaf, place_new_labels(sub, sp.csr_matrix(Z[labels]))])
     return [labels[leaf == j] for j in range(sub.C[-1].shape[1])]
 
 
 def build_with_placed(Z: sp.csr_matrix, placed: np.ndarray, cfg: TreeConfig) -> LabelTree:
     """A tree built on the labels not in ``placed`` (ids into the rows of ``Z``), the
-    ``placed`` ones then joined to its closest leaves as a warm start's new labels are
-    (:func:`grow_tree`): how zero-shot labels enter a cold tree, whose text features would
-    otherwise cluster apart from the features the documents give the other labels."""
+    ``placed`` ones then joined to their closest leaves as :func:`grow_tree`'s guests: how
+    zero-shot labels enter a cold tree, whose text features would otherwise cluster apart from
+    the features the documents give the other labels. No leaf is split for them (a leaf may
+    hold more than ``max_leaf_size`` labels): split by 2-means, a leaf's text rows part from its
+    document rows, and pieces made mostly of zero-shot labels have no training document, so
+    their rankers (or a matcher's clusters) learn never to be picked."""
     Z = sp.csr_matrix(Z)
     n = Z.shape[0]
     is_placed = np.zeros(n, dtype=bool)
@@ -123,8 +141,9 @@ def build_with_placed(Z: sp.csr_matrix, placed: np.ndarray, cfg: TreeConfig) -> 
     if not is_placed.any() or is_placed.all():
         return LabelTree.build(Z, cfg)
     order = np.concatenate([np.flatnonzero(~is_placed), np.flatnonzero(is_placed)])
-    base = LabelTree.build(sp.csr_matrix(Z[order[: n - int(is_placed.sum())]]), cfg)
-    grown = grow_tree(base, sp.csr_matrix(Z[order]), cfg)[0]
+    n_base = n - int(is_placed.sum())
+    base = LabelTree.build(sp.csr_matrix(Z[order[:n_base]]), cfg)
+    grown = grow_tree(base, sp.csr_matrix(Z[order]), cfg, np.arange(n_base, n))[0]
     position = np.empty(n, dtype=np.int64)
     position[order] = np.arange(n)  # label id -> its row in the grown tree's order
     return LabelTree([*grown.C[:-1], sp.csr_matrix(grown.C[-1][position])], cfg)
