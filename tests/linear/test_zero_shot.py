@@ -114,14 +114,16 @@ def test_placed_labels_join_the_leaves_built_on_the_others() -> None:
     assert sorted(sizes.tolist()) == sorted(np.diff(base.C[-1].tocsc().indptr).tolist())
 
 
-def test_placed_labels_split_no_leaf() -> None:
+def test_placed_labels_split_a_leaf_or_none() -> None:
     """Two leaves of 4 labels (bound 4) and 3 placed labels, each closest to leaf 0's
-    centroid: leaf 0 holds 7, the levels above and the other labels' leaves are the base's."""
+    centroid: split, leaf 0 becomes two; not split (X-Transformer's clusters), leaf 0 holds 7,
+    the levels above and the other labels' leaves are the base's."""
     Z = sp.csr_matrix(np.array(
         [[1, 0], [1, 0.1], [1, 0.2], [1, 0.3], [0, 1], [0.1, 1], [0.2, 1], [0.3, 1],
          [1, 0.05], [1, 0.15], [1, 0.25]], dtype=np.float32))  # fmt: skip
     cfg = TreeConfig(branching=2, max_leaf_size=4)
-    tree = build_with_placed(Z, np.array([8, 9, 10]), cfg)
+    assert build_with_placed(Z, np.array([8, 9, 10]), cfg).level_sizes() == [3, 11]
+    tree = build_with_placed(Z, np.array([8, 9, 10]), cfg, split=False)
     base = LabelTree.build(sp.csr_matrix(Z[:8]), cfg)
     assert tree.level_sizes() == [2, 11] and all(
         (a != b).nnz == 0 for a, b in zip(tree.C[:-1], base.C[:-1], strict=True)
@@ -134,9 +136,9 @@ def test_placed_labels_split_no_leaf() -> None:
 
 def test_the_other_labels_get_the_tree_they_get_without_zero_shot_labels() -> None:
     """Zero-shot labels and a label with an empty row (its text has no term of the vocabulary,
-    no document) are placed after the others are clustered: the others' leaves are those of
-    the tree built on them alone, as with zero-shot labels off (the label index then holds only
-    them)."""
+    no document) are placed after the others are clustered; splitting no leaf, the others'
+    leaves are those of the tree built on them alone, as with zero-shot labels off (the label
+    index then holds only them)."""
     rng = np.random.default_rng(1)
     Z = rng.random((30, 6)) * (rng.random((30, 6)) < 0.6) + np.eye(30, 6)
     Z[7] = 0.0  # a label with an empty row
@@ -145,7 +147,7 @@ def test_the_other_labels_get_the_tree_they_get_without_zero_shot_labels() -> No
     cfg = TreeConfig(branching=2, max_leaf_size=4)
     others = np.setdiff1d(np.arange(30), [2, 7, 11, 19])
     alone = LabelTree.build(sp.csr_matrix(Z[others]), cfg)
-    tree = build_tree(features, cfg)
+    tree = build_tree(features, cfg, split_for_zero_shot=False)
     assert np.array_equal(tree.C[-1].indices[others], alone.C[-1].indices)
     assert all((a != b).nnz == 0 for a, b in zip(tree.C[:-1], alone.C[:-1], strict=True))
 
@@ -174,12 +176,11 @@ def test_labels_with_a_text_and_no_document_are_predicted_from_their_text(
     zero = set(on["label_features"].zero_shot.tolist())  # the held ones, and labels never used
     assert {names.index(h) for h in held} <= zero
     m_on, m_off = on["evaluation"].values, off["evaluation"].values
-    # 23 unseen assignments in the test split, 4 found in the top 10 here (3 while zero-shot
-    # labels split leaves): the bound leaves one
+    # 23 unseen assignments in the test split, 3 found in the top 10 here: the bound leaves one
     # rank flip's room (float rounding differs between CPUs), and none are found without
     unseen = on["test"].unknown_labels + int(on["test"].Y[:, sorted(zero)].nnz)
     found = round(m_on["R@10 unseen"] * unseen)
-    assert m_off["R@10 unseen"] == 0.0 and found >= 3, (found, unseen, m_on)
+    assert m_off["R@10 unseen"] == 0.0 and found >= 2, (found, unseen, m_on)
     assert m_on["P@1 seen"] >= m_off["P@1 seen"] - 0.02  # 3 of the 150 test documents
     counts = np.asarray(on["model"].label_counts)
     assert (counts[[names.index(h) for h in held]] == 0).all()

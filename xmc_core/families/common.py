@@ -46,15 +46,17 @@ class Metrics:
         return cls(read_json(Path(folder) / METRICS_FILE))
 
 
-def build_tree(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
-    """Hierarchical balanced k-means over the label features; zero-shot labels are then
-    placed in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`),
-    with the labels whose row is empty (a text without a term of the vocabulary, no
-    document), so the other labels' tree is the one they get with zero-shot labels off."""
+def build_tree(
+    label_features: LabelFeatures, cfg: TreeConfig, split_for_zero_shot: bool = True
+) -> LabelTree:
+    """Hierarchical balanced k-means over the label features; zero-shot labels, and the labels
+    whose row is empty (a text without a term of the vocabulary, no document), are then placed
+    in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`; a leaf they
+    grow past its bound is split unless ``split_for_zero_shot`` is False)."""
     if label_features.zero_shot.size:
         z = sp.csr_matrix(label_features.z)
-        empty = np.flatnonzero(np.diff(z.indptr) == 0)
-        return build_with_placed(z, np.union1d(label_features.zero_shot, empty), cfg)
+        placed = np.union1d(label_features.zero_shot, np.flatnonzero(np.diff(z.indptr) == 0))
+        return build_with_placed(z, placed, cfg, split_for_zero_shot)
     return LabelTree.build(label_features.z, cfg)
 
 

@@ -103,9 +103,8 @@ def warm_handles(run: Runner, base: WarmBase) -> WarmHandles:
 
 
 def grow_label_tree(label_features: LabelFeatures, base: LabelTree, cfg: TreeConfig) -> LabelTree:
-    """The champion's tree with the new labels placed (:func:`grow_tree`; the zero-shot
-    labels as guests, which split no leaf)."""
-    return grow_tree(base, label_features.z, cfg, label_features.zero_shot)[0]
+    """The champion's tree with the new labels placed (:func:`grow_tree`)."""
+    return grow_tree(base, label_features.z, cfg)[0]
 
 
 def start_record(

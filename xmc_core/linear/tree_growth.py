@@ -7,8 +7,8 @@ ties to the lower leaf; a new label without features (no document, no text) join
 fewest labels. A leaf grown past ``max_leaf_size`` is split by the same balanced spherical
 2-means as :meth:`LabelTree.build`, its pieces taking its place under its parent (so siblings
 stay contiguous); every other cluster keeps its labels, which is what lets a warm start reuse
-the rankers of the nodes whose training problem did not change. Zero-shot labels (no document
-yet) are guests: they split no leaf (:func:`build_with_placed`).
+the rankers of the nodes whose training problem did not change. Guests (X-Transformer's
+zero-shot labels) split no leaf (:func:`build_with_placed`).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def grow_tree(
     """``base`` with the labels ``base.n_labels .. Z.shape[0] - 1`` placed (see the module
     doc) -> the grown tree and what was done. ``Z``: csr (n_labels, d), the warm start's label
     features (rows of known labels first). ``guests``: ids of labels that count toward no
-    leaf's bound and take no part in a split (zero-shot labels, whose text rows would part
-    from the document rows): a split leaf's guests join its closest piece."""
+    leaf's bound and take no part in a split (see :func:`build_with_placed`): a split leaf's
+    guests join its closest piece."""
     Z = sp.csr_matrix(Z)
     if Z.shape[0] < base.n_labels:
         raise InputError(
@@ -85,7 +85,7 @@ def grow_tree(
         if int((~is_guest).sum()) <= cfg.max_leaf_size:
             tree = LabelTree([_assign(np.zeros(Z.shape[0], np.int64), 1)], cfg)
             return tree, Growth(new, [], {} if len(new) else {0: 0})
-        tree = build_with_placed(Z, np.flatnonzero(is_guest), cfg)
+        tree = build_with_placed(Z, np.flatnonzero(is_guest), cfg, split=False)
         return tree, Growth(tree.label_to_cluster(-2)[base.n_labels :], [0], {})
     leaf_of = np.concatenate([base.C[-1].indices.astype(np.int64), place_new_labels(base, Z)])
     n_leaves = base.C[-1].shape[1]
@@ -126,14 +126,20 @@ def _pieces(
     return [labels[leaf == j] for j in range(sub.C[-1].shape[1])]
 
 
-def build_with_placed(Z: sp.csr_matrix, placed: np.ndarray, cfg: TreeConfig) -> LabelTree:
+def build_with_placed(
+    Z: sp.csr_matrix, placed: np.ndarray, cfg: TreeConfig, split: bool = True
+) -> LabelTree:
     """A tree built on the labels not in ``placed`` (ids into the rows of ``Z``), the
-    ``placed`` ones then joined to their closest leaves as :func:`grow_tree`'s guests: how
-    zero-shot labels enter a cold tree, whose text features would otherwise cluster apart from
-    the features the documents give the other labels. No leaf is split for them (a leaf may
-    hold more than ``max_leaf_size`` labels): split by 2-means, a leaf's text rows part from its
-    document rows, and pieces made mostly of zero-shot labels have no training document, so
-    their rankers (or a matcher's clusters) learn never to be picked."""
+    ``placed`` ones then joined to their closest leaves as a warm start's new labels are
+    (:func:`grow_tree`): how zero-shot labels enter a cold tree, whose text features would
+    otherwise cluster apart from the features the documents give the other labels.
+
+    ``split``: a leaf they grow past ``max_leaf_size`` is split by 2-means, where their text
+    rows part from the document rows, so the pieces made mostly of them are rarely reached and
+    they seldom take the places of labels with documents (XR-Linear, XR-Transformer). False:
+    they are :func:`grow_tree`'s guests and split no leaf (a leaf may then hold more than
+    ``max_leaf_size`` labels), so the other labels' tree is the one built on them alone
+    (X-Transformer, whose leaves are the matcher's clusters)."""
     Z = sp.csr_matrix(Z)
     n = Z.shape[0]
     is_placed = np.zeros(n, dtype=bool)
@@ -143,7 +149,8 @@ def build_with_placed(Z: sp.csr_matrix, placed: np.ndarray, cfg: TreeConfig) -> 
     order = np.concatenate([np.flatnonzero(~is_placed), np.flatnonzero(is_placed)])
     n_base = n - int(is_placed.sum())
     base = LabelTree.build(sp.csr_matrix(Z[order[:n_base]]), cfg)
-    grown = grow_tree(base, sp.csr_matrix(Z[order]), cfg, np.arange(n_base, n))[0]
+    guests = None if split else np.arange(n_base, n)
+    grown = grow_tree(base, sp.csr_matrix(Z[order]), cfg, guests)[0]
     position = np.empty(n, dtype=np.int64)
     position[order] = np.arange(n)  # label id -> its row in the grown tree's order
     return LabelTree([*grown.C[:-1], sp.csr_matrix(grown.C[-1][position])], cfg)

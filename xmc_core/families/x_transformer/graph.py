@@ -88,8 +88,10 @@ def neural_label_features(
 
 
 def clusters(label_features: LabelFeatures, cfg: TreeConfig) -> LabelTree:
-    """The label tree over ``label_features``, cut at its finest cluster level."""
-    return cluster_tree(build_tree(label_features, cfg))
+    """The label tree over ``label_features``, cut at its finest cluster level. Zero-shot
+    labels split no cluster: the matcher's clusters, and so its training, are those of the
+    labels with documents alone (``build_tree``'s ``split_for_zero_shot``)."""
+    return cluster_tree(build_tree(label_features, cfg, split_for_zero_shot=False))
 
 
 def head_level(
