@@ -117,4 +117,4 @@ def test_x_transformer_preset_matches_xr_transformers_encoder_and_step_budget() 
     assert all(getattr(xt.matcher, k) == getattr(xr.matcher, k) for k in same)
     assert xt.tree == xr.tree and xt.ranker.negatives == "tfn+man"
     assert xt.predict.post_processor == "noop"
-    assert not xt.label_features.zero_shot and xr.label_features.zero_shot  # see the preset
+    assert xt.label_features.zero_shot and xr.label_features.zero_shot  # the default
