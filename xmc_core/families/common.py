@@ -50,7 +50,7 @@ def build_tree(
     label_features: LabelFeatures, cfg: TreeConfig, split_for_zero_shot: bool = True
 ) -> LabelTree:
     """Hierarchical balanced k-means over the label features; zero-shot labels, and the labels
-    whose row is empty (a text without a term of the vocabulary, no document), are then placed
+    whose row is empty (no term of the vocabulary in their text or documents), are then placed
     in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`; a leaf they
     grow past its bound is split unless ``split_for_zero_shot`` is False)."""
     if label_features.zero_shot.size:
