@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from xmc_core.config import EvalConfig, PredictConfig, RankerConfig, TreeConfig, XmcConfig
 from xmc_core.evaluation.diagnostics import Diagnostics, MatcherLevelRecord, describe_diagnostics
@@ -54,7 +53,7 @@ def build_tree(
     in its closest leaves (:func:`~xmc_core.linear.tree_growth.build_with_placed`; a leaf they
     grow past its bound is split unless ``split_for_zero_shot`` is False)."""
     if label_features.zero_shot.size:
-        z = sp.csr_matrix(label_features.z)
+        z = label_features.z  # csr
         placed = np.union1d(label_features.zero_shot, np.flatnonzero(np.diff(z.indptr) == 0))
         return build_with_placed(z, placed, cfg, split_for_zero_shot)
     return LabelTree.build(label_features.z, cfg)

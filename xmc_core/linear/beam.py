@@ -244,8 +244,13 @@ def labelled_child_scores(
     """:func:`child_scores`' (node ids, scores) and each pair's label: +1 where ``relevant``
     (csr (n_docs, K)) holds the pair, else -1."""
     rows, ids, scores = child_scores(X, level, parents, bias)
+    return ids, scores, pair_labels(relevant, rows, ids)
+
+
+def pair_labels(relevant: sp.csr_matrix, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """+1 for each (row, node id) pair that ``relevant`` (csr (n_docs, K)) holds, else -1."""
     hit = np.asarray(sp.csr_matrix(relevant, dtype=np.float32)[rows, ids]).ravel() > 0
-    return ids, scores, 2.0 * hit - 1.0
+    return 2.0 * hit - 1.0
 
 
 def root_beam(n_docs: int) -> tuple[np.ndarray, np.ndarray]:

@@ -79,7 +79,8 @@ def grow_tree(
             "give the features of every label, the base tree's first (LabelIndex.extended)",
         )  # fmt: skip
     is_guest = np.zeros(Z.shape[0], dtype=bool)
-    is_guest[np.asarray(guests if guests is not None else [], dtype=np.int64)] = True
+    if guests is not None:
+        is_guest[guests] = True
     if base.depth == 1:  # labels straight under the root: a flat tree, or a cold one
         new = np.zeros(Z.shape[0] - base.n_labels, dtype=np.int64)
         if int((~is_guest).sum()) <= cfg.max_leaf_size:

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import RankerConfig
-from xmc_core.linear.beam import ChunkedLevel, child_scores
+from xmc_core.linear.beam import ChunkedLevel, child_scores, pair_labels
 from xmc_core.linear.levels import level_targets
 from xmc_core.linear.tree import LabelTree
 
@@ -140,5 +140,4 @@ def _known_pairs(
         docs_of, ids = docs_of[order], ids[order]
         scores.append(s[order])
     keep = known[ids]
-    hit = np.asarray(sp.csr_matrix(targets[-1], dtype=np.float32)[docs_of, ids]).ravel() > 0
-    return np.stack(scores, axis=1)[keep], (2.0 * hit - 1.0)[keep]
+    return np.stack(scores, axis=1)[keep], pair_labels(targets[-1], docs_of, ids)[keep]
