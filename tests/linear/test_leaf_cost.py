@@ -67,6 +67,13 @@ def test_the_search_keeps_one_when_no_neighbour_is_clearly_better() -> None:
     assert calls == [0.5, 2.0]
 
 
+def test_a_search_from_another_scale_evaluates_its_neighbours_first() -> None:
+    tried, calls, scores = _fake({0.25: 0, 0.5: 0, 1.0: 10, 2.0: 30, 4.0: 32})
+    tried = {2.0: scores(2.0)}
+    assert _search(SCALES, tried, scores, start=2.0) == 2.0  # 4 gains 2 documents: t < 2
+    assert calls == [2.0, 1.0, 4.0]
+
+
 def _problem(noise: float, n: int = 4000, d: int = 60, k: int = 4, parents: int = 2):
     """X (n, d) L2-normalized; each document under one of ``parents`` parents, labelled with
     the best of its parent's ``k`` children under a random linear model, a ``noise`` share of
@@ -97,6 +104,16 @@ def test_noisy_labels_get_a_smaller_cost_and_clean_ones_keep_theirs() -> None:
     assert (again.held_out, again.n_docs) == (noisy.held_out, noisy.n_docs)
     clean = choose_leaf_cost(*_problem(noise=0.0), cfg)
     assert clean.scale == 1.0
+
+
+def test_a_warm_search_starts_at_the_champions_scale_and_keeps_it_without_clear_evidence() -> None:
+    cfg = RankerConfig(leaf_cost_sample=1.0)
+    noisy, clean = _problem(noise=0.5), _problem(noise=0.0)
+    assert choose_leaf_cost(*noisy, cfg, start=4.0).scale == 0.5  # down to where 1's search ends
+    assert choose_leaf_cost(*noisy, cfg, start=0.25).scale == 0.25  # 0.5 is not clearly better
+    assert choose_leaf_cost(*clean, cfg, start=2.0).scale == 1.0
+    assert choose_leaf_cost(*clean, cfg, start=0.5).scale == 0.5  # 1 is not clearly better
+    assert choose_leaf_cost(*clean, cfg, start=3.0).scale == 1.0  # not allowed: searched from 1
 
 
 def test_a_single_allowed_scale_trains_nothing(monkeypatch) -> None:

@@ -94,8 +94,8 @@ def test_the_start_is_said_in_words_in_the_run_tags_and_the_version_description(
     line = start_line("warm from xmc-debian version 1 (champion)", {"reused": reused})
     assert line == (
         "warm from xmc-debian version 1 (champion): kept 200,000 vocabulary columns (+65,181 "
-        "new), 20,228 labels (+9,836 new), 23 of 429 tree leaves unchanged, leaf cost scale 1.0; "
-        "every ranker level trained again"
+        "new), 20,228 labels (+9,836 new), 23 of 429 tree leaves unchanged, the leaf cost "
+        "scale searched from the champion's 1.0; every ranker level trained again"
     )
     tags = start_tags("warm from xmc-debian version 1 (champion)", {"reused": reused})
     assert tags == {START_TAG: line, "xmc.start.reused": json.dumps(reused, sort_keys=True)}

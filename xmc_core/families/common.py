@@ -66,7 +66,7 @@ def train_level(
 ) -> LevelRankers:  # fmt: skip
     """The rankers of tree level ``level`` given the levels above; ``shortlists``: an external
     matcher's extra parents per level (XR-Transformer's final ranker), or None; ``leaf_scale``:
-    the leaf level's cost scale (a warm start's, from its champion), None: chosen here."""
+    where the leaf level's cost search starts (a warm start's champion's scale), None: 1."""
     extra = None if shortlists is None else shortlists.level(level)
     trained = [a.W for a in above]
     W, scale = fit_level(
@@ -176,7 +176,7 @@ def ranker_levels(
     leaf_scale: float | None = None,
 ) -> list[Any]:
     """One LEVEL call per tree level, coarse to fine (each needs the ones above);
-    ``leaf_scale``: the leaf level's cost scale when it is not to be chosen (a warm start)."""
+    ``leaf_scale``: where the leaf level's cost search starts (a warm start's champion's)."""
     levels: list[Any] = []
     depth = run.value(tree).depth
     for t in range(depth):

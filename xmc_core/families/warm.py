@@ -9,8 +9,8 @@ The retrain flow decides whether to start warm and from which model
   (:meth:`~xmc_core.features.labels.LabelIndex.extended`);
 - the label tree keeps the champion's clusters and places the new labels by their label
   features (:func:`~xmc_core.linear.tree_growth.grow_tree`);
-- the leaf level keeps the champion's cost scale (no new search,
-  :func:`~xmc_core.linear.leaf_cost.choose_leaf_cost`).
+- the leaf level's cost scale is searched from the champion's, which it keeps without clear
+  evidence on the grown corpus (:func:`~xmc_core.linear.leaf_cost.choose_leaf_cost`).
 
 Every warm stage is keyed on the champion's part it reads (its folder's content), so a warm
 retrain killed half-way resumes like a cold one. What was reused is recorded in the model
@@ -113,7 +113,7 @@ def start_record(
 ) -> dict[str, Any]:  # fmt: skip
     """``start`` with what the warm start reused, as the model records it: vocabulary columns
     kept and appended, labels kept and new, tree leaves that hold the same labels as in the
-    champion's tree, and whether the leaf cost scale was kept."""
+    champion's tree, and the champion's leaf cost scale (where the leaf cost search started)."""
     grown = _leaf_label_sets(tree)
     leaves, kept = len(grown), len(set(grown) & set(_leaf_label_sets(base_tree)))
     return {
@@ -154,7 +154,11 @@ def start_line(reason: str, record: dict[str, Any] | None) -> str:
         f"(+{reused['new_columns']:,} new), {reused['labels']:,} labels "
         f"(+{reused['new_labels']:,} new), {reused['tree_leaves_kept']:,} of "
         f"{reused['tree_leaves']:,} tree leaves unchanged, "
-        + ("the leaf cost scale searched again" if scale is None else f"leaf cost scale {scale}")
+        + (
+            "the leaf cost scale searched from 1"
+            if scale is None
+            else f"the leaf cost scale searched from the champion's {scale}"
+        )
         + _matcher_words(reused)
         + (
             "; every ranker level kept (the champion's training problem)"

@@ -13,9 +13,10 @@ split:
 2. each held-out document is scored on the children of the sampled parents it takes part in
    (its true parents with teacher forcing), ranked by their scores (the post-processor is
    monotone, so raw scores rank the same): P@1 + P@3 within its parents;
-3. a line search from 1: the two neighbouring scales first, then on in the better direction
-   while the next scale is better. A move needs a paired t statistic >= ``MIN_Z`` over the
-   documents: without clear evidence the scale stays 1.
+3. a line search from 1 (a warm start's: from its champion's scale): the two neighbouring
+   scales first, then on in the better direction while the next scale is better. A move needs
+   a paired t statistic >= ``MIN_Z`` over the documents: without clear evidence the scale
+   stays where the search started.
 
 On the shared datasets' validation carves (``benchmarks/leaf_cost.py``) this proxy ranks the
 scales as the validation P@1 of the whole model does.
@@ -67,15 +68,19 @@ def choose_leaf_cost(
     M: sp.csr_matrix,
     cfg: RankerConfig,
     R: sp.csr_matrix | None = None,
+    start: float = 1.0,
 ) -> CostChoice:
     """The scale of ``cfg.Cp``/``cfg.Cn`` for the leaf level (arguments as
     :func:`~xmc_core.linear.solver.train_level`: X csr (n_docs, d), Y csr (n_docs, K) labels,
-    C csr (K, P), M csr (n_docs, P)). Returns scale 1 when nothing else is allowed or when
-    there is nothing to decide on."""
+    C csr (K, P), M csr (n_docs, P)). The line search starts from ``start`` (a warm start's
+    champion's scale; 1 when it is not one of ``cfg.leaf_cost_scales``), which it keeps without
+    clear evidence. Returns ``start`` when no other scale is allowed or when there is nothing to
+    decide on."""
     scales = sorted(set(cfg.leaf_cost_scales))
-    if scales == [1.0] or M.shape[1] == 0:
-        return CostChoice()
-    start = time.perf_counter()
+    start = start if start in scales else 1.0
+    if scales == [start] or M.shape[1] == 0:
+        return CostChoice(scale=start)
+    began = time.perf_counter()
     rng = np.random.default_rng([cfg.seed & (2**63 - 1), 0x1EAF])
     M = sp.csr_matrix(M)
     held = rng.random(X.shape[0]) < HELD_OUT
@@ -86,7 +91,7 @@ def choose_leaf_cost(
     fit_M.eliminate_zeros()
     eval_M.eliminate_zeros()
     if eval_M.nnz == 0:
-        return CostChoice()
+        return CostChoice(scale=start)
     n_docs, blocks = _held_out_blocks(X, Y, C, eval_M)
 
     def scores(scale: float) -> np.ndarray:
@@ -95,13 +100,13 @@ def choose_leaf_cost(
         W = train_level(X, Y, C, fit_M, scaled, R, what="leaf cost search", report_idle=False)
         return _ranked_hits(n_docs, blocks, W, cfg.bias)
 
-    tried = {1.0: scores(1.0)}
-    best = _search(scales, tried, scores)
+    tried = {start: scores(start)}
+    best = _search(scales, tried, scores, start)
     choice = CostChoice(
         scale=best,
         held_out={s: tuple(100.0 * h.mean(axis=0)) for s, h in sorted(tried.items())},
         n_docs=n_docs,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - began,
     )
     log.info(
         "leaf level: cost x%g chosen on %s held-out documents (P@1/P@%d within their parents: "
@@ -114,17 +119,20 @@ def choose_leaf_cost(
 
 
 def _search(
-    scales: list[float], tried: dict[float, np.ndarray], hits: Callable[[float], np.ndarray]
+    scales: list[float],
+    tried: dict[float, np.ndarray],
+    hits: Callable[[float], np.ndarray],
+    start: float = 1.0,
 ) -> float:
-    """Line search over ``scales`` from 1 (``tried`` holds scale 1's per-document scores and
+    """Line search over ``scales`` from ``start`` (``tried`` holds its per-document scores and
     gains every scale evaluated; ``hits(scale)`` evaluates one); returns the chosen scale."""
-    at = scales.index(1.0)
+    at = scales.index(start)
     neighbours = [i for i in (at - 1, at + 1) if 0 <= i < len(scales)]
     for i in neighbours:
         tried[scales[i]] = hits(scales[i])
-    best = max(neighbours, key=lambda i: _z(tried[scales[i]], tried[1.0]), default=at)
-    if best == at or _z(tried[scales[best]], tried[1.0]) < MIN_Z:
-        return 1.0
+    best = max(neighbours, key=lambda i: _z(tried[scales[i]], tried[start]), default=at)
+    if best == at or _z(tried[scales[best]], tried[start]) < MIN_Z:
+        return start
     step = best - at
     while 0 <= best + step < len(scales):
         nxt = scales[best + step]

@@ -43,9 +43,10 @@ def fit_level(
     ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels); ``extra_parents``: csr
     (n_docs, K_t) binary, more parents per document to train with (e.g. an external matcher's
     clusters). Returns (W, scale): W csc (n_features + 1, K_{t+1}), the last row holding the
-    bias weights. The leaf level's costs are scaled by ``leaf_scale`` when given (a warm start
-    keeps its champion's), else as :func:`~xmc_core.linear.leaf_cost.choose_leaf_cost` chooses
-    (``cfg.leaf_cost_scales``); the other levels' by 1.
+    bias weights. The leaf level's costs are scaled as
+    :func:`~xmc_core.linear.leaf_cost.choose_leaf_cost` chooses (``cfg.leaf_cost_scales``), its
+    search starting from ``leaf_scale`` when given (a warm start's champion's scale), else
+    from 1; the other levels' by 1.
     """
     if len(trained) != t:
         raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
@@ -53,7 +54,7 @@ def fit_level(
     R = importance_weights(Y, tree.C, t) if cfg.importance_weights else None
     scale = 1.0
     if t == tree.depth - 1:
-        scale = leaf_scale or choose_leaf_cost(X, targets[t], tree.C[t], M, cfg, R).scale
+        scale = choose_leaf_cost(X, targets[t], tree.C[t], M, cfg, R, leaf_scale or 1.0).scale
         cfg = cfg.model_copy(update={"Cp": cfg.Cp * scale, "Cn": cfg.Cn * scale})
     start = time.perf_counter()
     W = train_level(X, targets[t], tree.C[t], M, cfg, R, what=f"level {t}")

@@ -1,7 +1,7 @@
 """XR-Linear (PECOS): a balanced k-means label tree on the label features, one linear ranker
 per tree level trained coarse to fine, beam search to predict; the encoder is TF-IDF itself.
 It can start warm from a champion (:mod:`xmc_core.families.warm`): the champion's tree grown by
-the new labels, its leaf cost scale kept."""
+the new labels, the leaf cost search started from its scale."""
 
 from __future__ import annotations
 

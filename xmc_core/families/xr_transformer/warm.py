@@ -5,8 +5,8 @@ steps at every matcher level. Started warm (:mod:`xmc_core.families.warm`), the 
 champion's, already fine-tuned on the corpus it grew from, so only the finest matcher level is
 trained, for a step budget that follows the new data: ``steps_per_level`` times the share of
 documents the champion was not trained on, rounded up (no new document: no step). The rest is
-XR-Linear's warm start: the ranker tree is the champion's, grown by the new labels, and its leaf
-cost scale is kept.
+XR-Linear's warm start: the ranker tree is the champion's, grown by the new labels, and the
+leaf cost search starts from its scale.
 
 With ``matcher.warm_trainable_layers``, only the encoder's top layers are fine-tuned: the
 hidden states below them are the champion's, cached across retrains
