@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("stage graph", ("xmc_core.stages",)),
     ("parts", (
         "xmc_core.features", "xmc_core.linear", "xmc_core.transformer", "xmc_core.evaluation",
-        "xmc_core.neural",
+        "xmc_core.calibration", "xmc_core.neural",
         "xmc_core.neural_loop",
     )),
     ("frame", (
