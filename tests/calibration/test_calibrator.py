@@ -85,3 +85,5 @@ def test_a_carve_without_predictions_or_with_other_labels_is_refused() -> None:
         Calibrator.fit(sp.csr_matrix(S.shape), Y, 5, LABEL_DOCS)
     with pytest.raises(ValueError, match="label counts"):
         Calibrator.fit(S, Y, 5, LABEL_DOCS[:3])
+    with pytest.raises(ValueError, match="label counts"):
+        Calibrator.fit(S, Y, 5, LABEL_DOCS).probabilities(S, LABEL_DOCS[:3])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -81,6 +81,8 @@ class Calibrator:
     def probabilities(self, scores: sp.spmatrix, label_docs: np.ndarray) -> sp.csr_matrix:
         """csr like ``scores`` (n_docs, n_labels), every stored score replaced by its
         probability (the rank is the entry's place in its row, best first)."""
+        if len(label_docs) != scores.shape[1]:
+            raise ValueError(f"{len(label_docs)} label counts for {scores.shape[1]} labels")
         S = sp.csr_matrix(scores, dtype=np.float64, copy=True)
         S.sum_duplicates()
         rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
@@ -146,13 +148,3 @@ def _groups(grouping: Grouping, ranks: np.ndarray, label_docs: np.ndarray) -> np
     if grouping == "frequency":
         return np.searchsorted(FREQUENCY_EDGES, label_docs, side="right").astype(np.int64)
     return np.zeros(len(ranks), dtype=np.int64)
-
-
-def describe(calibrator: Calibrator) -> dict[str, Any]:
-    """The calibrator in a few words for a run report: its kind, grouping and choice."""
-    return {
-        "kind": calibrator.fallback.kind,
-        "grouping": calibrator.grouping,
-        "groups_with_own_map": sum(m is not None for m in calibrator.maps),
-        "choice_brier": calibrator.choice,
-    }
