@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pyarrow as pa
 
+from xmc_core.corpus.appender import RowAppender, row_features
 from xmc_core.corpus.importers.common import manifest_of
 from xmc_core.corpus.lineage import grown, lineage_of
 from xmc_core.corpus.reader import Corpus
@@ -57,39 +57,6 @@ class _Version:
     digest: bytes
 
 
-class _Appender:
-    """Feeds Arrow rows into a split writer; cuts a row group every ``group_rows`` rows."""
-
-    def __init__(self, writer: SplitWriter, group_rows: int | None, id_prefix: str = "") -> None:
-        self.writer = writer
-        self.group_rows = group_rows
-        self.id_prefix = id_prefix
-        self._pending = 0
-
-    def add_table(self, table: pa.Table, source: str) -> None:
-        """Add every row of ``table`` (corpus schema); ``source`` names it in error messages."""
-        bow = self.writer.kind == "bow"
-        for row_no, row in enumerate(table.to_pylist(), 1):
-            features = _features(row) if bow else None
-            doc_id = self.id_prefix + row["doc_id"]
-            self.writer.add(doc_id, row["text"], row["labels"], source, row_no, features)
-            self._pending += 1
-            if self.group_rows is not None and self._pending >= self.group_rows:
-                self.end_group()
-
-    def end_group(self) -> None:
-        """Write the buffered rows as one row group (nothing if none is buffered)."""
-        self.writer.flush()
-        self._pending = 0
-
-
-def _features(row: dict) -> tuple[np.ndarray, np.ndarray]:
-    return (
-        np.asarray(row["feature_ids"], dtype=np.int32),
-        np.asarray(row["feature_values"], dtype=np.float32),
-    )
-
-
 def row_digest(row: dict) -> bytes:
     """Content digest of one document row (doc id, text, labels, features), split excluded."""
     h = hashlib.blake2b(digest_size=16)
@@ -99,7 +66,7 @@ def row_digest(row: dict) -> bytes:
     ]
     parts += [label.encode() for label in row["labels"]]
     if "feature_ids" in row:
-        ids, values = _features(row)
+        ids, values = row_features(row)
         parts += [ids.tobytes(), values.tobytes()]
     h.update(len(parts).to_bytes(8, "little"))
     for part in parts:
@@ -146,7 +113,7 @@ def merge_corpora(
         for split in SPLITS:
             writer = ds.split(split)
             present = _copy_base(writer, base_corpus, split, latest) if base_corpus else set()
-            _append_new(_Appender(writer, rows_per_group), drop_corpora, split, latest, present)
+            _append_new(RowAppender(writer, rows_per_group), drop_corpora, split, latest, present)
             ds.close_split(split, f"{split} split of the merged corpora")
         texts = _merged_label_texts(inputs)
         if texts is not None:
@@ -203,7 +170,7 @@ def _copy_base(
     A returned doc id's latest version equals its row in ``base``: it is not appended again.
     """
     unchanged: set[str] = set()
-    appender = _Appender(writer, group_rows=None)
+    appender = RowAppender(writer, group_rows=None)
     for ref in base.partitions(split):
         table = base.read_partition(ref)
         ids = table.column("doc_id").to_pylist()
@@ -224,7 +191,7 @@ def _copy_base(
 
 
 def _append_new(
-    appender: _Appender,
+    appender: RowAppender,
     drops: list[Corpus],
     split: str,
     latest: dict[str, _Version],
@@ -300,7 +267,7 @@ def prefix_doc_ids(src: Path, dest: Path, prefix: str) -> Manifest:
         rows_per_group=_NO_AUTO_FLUSH,
     ) as ds:
         for split in SPLITS:
-            appender = _Appender(ds.split(split), group_rows=None, id_prefix=prefix)
+            appender = RowAppender(ds.split(split), group_rows=None, id_prefix=prefix)
             for ref in corpus.partitions(split):
                 appender.add_table(corpus.read_partition(ref), ref.file)
                 appender.end_group()

@@ -1,0 +1,102 @@
+"""A calibration carve: training documents held out of training, to fit calibration on.
+
+A training document is held out when a hash of its doc id and the carve's seed falls below the
+carve's share (:func:`held_out`), so the choice depends on the document alone: the same documents
+are held out of a corpus however its row groups are laid out, and of every corpus it grows into
+by merging (a warm retrain keeps its champion's carve, less the documents a drop replaced). The
+share is ``fraction``, lowered so that at most ``max_docs`` of the training documents are held
+out (:func:`carve_share`).
+
+:func:`carve_corpus` writes the corpus without them: its training split keeps every other row in
+order, in the source's row groups; the test split and the label texts are copied; the lineage is
+the source's (the registered model's name follows from it); the manifest's ``source`` records
+the carve (``calibration_carve``). :func:`carved_rows` reads the held-out rows back from the
+source corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from xmc_core.corpus.appender import RowAppender
+from xmc_core.corpus.importers.common import manifest_of
+from xmc_core.corpus.lineage import lineage_of
+from xmc_core.corpus.reader import Corpus
+from xmc_core.corpus.schema import SPLITS, Manifest
+from xmc_core.corpus.writer import DatasetWriter
+
+_NO_AUTO_FLUSH = 2**62  # the writer never cuts a group by itself: the source's groups are kept
+
+
+def carve_share(n_train: int, fraction: float, max_docs: int) -> float:
+    """The share of ``n_train`` training documents a carve holds out: ``fraction``, at most
+    ``max_docs / n_train``."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the carve's fraction must lie in (0, 1), got {fraction}")
+    if max_docs < 1:
+        raise ValueError(f"the carve's max_docs must be >= 1, got {max_docs}")
+    return min(fraction, max_docs / n_train) if n_train > 0 else fraction
+
+
+def held_out(doc_ids: list[str], share: float, seed: int) -> np.ndarray:
+    """Whether each doc id is held out: bool (n,). blake2b of the seed and the id, read as a
+    number in [0, 1), against ``share``: the same on every machine."""
+    key = int(seed).to_bytes(8, "little", signed=True)
+    draws = np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(d.encode(), digest_size=8, key=key).digest(), "little")
+            for d in doc_ids
+        ),
+        dtype=np.uint64,
+        count=len(doc_ids),
+    )
+    return draws < np.uint64(min(int(share * 2.0**64), 2**64 - 1))
+
+
+def carve_corpus(src: Path, dest: Path, fraction: float, max_docs: int, seed: int) -> Manifest:
+    """Write corpus ``src`` without its held-out training documents to ``dest`` (which appears
+    only when complete); returns its manifest. A carve that would hold out every training
+    document is refused."""
+    corpus = Corpus(src)
+    old = corpus.manifest
+    share = carve_share(old.splits["train"].rows, fraction, max_docs)
+    record = {"fraction": fraction, "max_docs": max_docs, "seed": seed, "share": share,
+              "source": str(src), "source_fingerprint": old.fingerprint}  # fmt: skip
+    with DatasetWriter(
+        dest, kind=old.kind, source={**old.source, "calibration_carve": record},
+        policies=old.policies, n_features=old.n_features, rows_per_group=_NO_AUTO_FLUSH,
+        lineage=lineage_of(src),
+    ) as ds:  # fmt: skip
+        for split in SPLITS:
+            appender, kept = RowAppender(ds.split(split), group_rows=None), 0
+            for ref in corpus.partitions(split):
+                table = corpus.read_partition(ref)
+                if split == "train":
+                    table = table.filter(pa.array(~_held(table, share, seed)))
+                appender.add_table(table, f"{ref.file} row group {ref.row_group}")
+                appender.end_group()
+                kept += table.num_rows
+            if split == "train" and kept == 0:
+                raise ValueError(f"the carve holds out every training document of {src}")
+            ds.close_split(split, f"{split} split of {src}")
+        texts = corpus.label_texts()
+        if texts is not None:
+            ds.set_label_texts(dict(zip(*texts.to_pydict().values(), strict=True)))
+    return manifest_of(ds)
+
+
+def carved_rows(src: Path, fraction: float, max_docs: int, seed: int) -> pa.Table:
+    """The training rows of corpus ``src`` that :func:`carve_corpus` holds out, in order."""
+    corpus = Corpus(src)
+    share = carve_share(corpus.manifest.splits["train"].rows, fraction, max_docs)
+    parts = [corpus.read_partition(ref) for ref in corpus.partitions("train")]
+    tables = [t.filter(pa.array(_held(t, share, seed))) for t in parts]
+    return pa.concat_tables(tables) if tables else corpus.schema.empty_table()
+
+
+def _held(table: pa.Table, share: float, seed: int) -> np.ndarray:
+    return held_out(table.column("doc_id").to_pylist(), share, seed)
