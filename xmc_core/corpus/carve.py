@@ -2,10 +2,12 @@
 
 A training document is held out when a hash of its doc id and the carve's seed falls below the
 carve's share (:func:`held_out`), so the choice depends on the document alone: the same documents
-are held out of a corpus however its row groups are laid out, and of every corpus it grows into
-by merging (a warm retrain keeps its champion's carve, less the documents a drop replaced). The
-share is ``fraction``, lowered so that at most ``max_docs`` of the training documents are held
-out (:func:`carve_share`).
+are held out of a corpus however its row groups are laid out. The share is ``fraction``, lowered
+so that at most ``max_docs`` of the training documents are held out (:func:`carve_share`). A
+corpus grown by merging holds out the same documents (less those a drop replaced) while the cap
+does not bind, and a subset of them once it does (a smaller share keeps the smaller hashes): a
+warm retrain is calibrated on documents its champion did not train on either (a warm start
+reuses the champion's parts), except those a drop replaced.
 
 :func:`carve_corpus` writes the corpus without them: its training split keeps every other row in
 order, in the source's row groups; the test split and the label texts are copied; the lineage is
