@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.calibration.maps import IsotonicMap, PlattMap, ScoreMap, map_from_dict
-from xmc_core.calibration.metrics import top_k_pairs
+from xmc_core.calibration.metrics import ranked_pairs, top_k_pairs
 from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
 
 Grouping = Literal["none", "rank", "frequency"]
@@ -79,19 +79,13 @@ class Calibrator:
         return cls(chosen.grouping, chosen.fallback, chosen.maps, choice)
 
     def probabilities(self, scores: sp.spmatrix, label_docs: np.ndarray) -> sp.csr_matrix:
-        """csr like ``scores`` (n_docs, n_labels), every stored score replaced by its
+        """csr (n_docs, n_labels) with the entries of ``scores``, each score replaced by its
         probability (the rank is the entry's place in its row, best first)."""
         if len(label_docs) != scores.shape[1]:
             raise ValueError(f"{len(label_docs)} label counts for {scores.shape[1]} labels")
-        S = sp.csr_matrix(scores, dtype=np.float64, copy=True)
-        S.sum_duplicates()
-        rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-        order = np.lexsort((S.indices, -S.data, rows))  # row by row, best first
-        ranks = np.empty(S.nnz, dtype=np.int64)
-        ranks[order] = np.arange(S.nnz) - S.indptr[rows[order]]
-        counts = np.asarray(label_docs)[S.indices]
-        S.data = self._apply(S.data, _groups(self.grouping, ranks, counts))
-        return S
+        values, ranks, docs, labels = ranked_pairs(scores)
+        probs = self._apply(values, _groups(self.grouping, ranks, np.asarray(label_docs)[labels]))
+        return sp.csr_matrix((probs, (docs, labels)), shape=scores.shape)
 
     def _apply(self, s: np.ndarray, group: np.ndarray) -> np.ndarray:
         out = self.fallback(s)

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.evaluation.ranking import top_k
+from xmc_core.linear.beam import pair_labels
 
 N_BINS = 10
 """Equal-width probability bins of the reliability diagram and ECE."""
@@ -58,15 +59,21 @@ class Pairs:
     labels: np.ndarray
 
 
-def top_k_pairs(P: sp.spmatrix, Y: sp.spmatrix, k: int) -> Pairs:
-    """The top ``k`` of every document of ``P`` (ties by the lower label id), joined with
-    ``Y``."""
-    _check_shapes(P, Y)
+def ranked_pairs(P: sp.spmatrix, k: int | None = None) -> tuple[np.ndarray, ...]:
+    """The top ``k`` (None: every entry) of every document of ``P``, best first, ties by the
+    lower label id (:func:`~xmc_core.evaluation.ranking.top_k`): values float64, ranks, docs
+    and labels int64, all (n_pairs,)."""
     ranked = top_k(P, k)
     docs = np.repeat(np.arange(P.shape[0]), np.diff(ranked.offsets))
     ranks = np.arange(len(ranked.cols)) - ranked.offsets[docs]
-    relevant = _relevant(sp.csr_matrix(Y), docs, ranked.cols)
-    return Pairs(ranked.vals.astype(np.float64), relevant, ranks, docs, ranked.cols)
+    return ranked.vals.astype(np.float64), ranks, docs, ranked.cols
+
+
+def top_k_pairs(P: sp.spmatrix, Y: sp.spmatrix, k: int) -> Pairs:
+    """The top ``k`` of every document of ``P`` (:func:`ranked_pairs`), joined with ``Y``."""
+    _check_shapes(P, Y)
+    values, ranks, docs, labels = ranked_pairs(P, k)
+    return Pairs(values, _relevant(Y, docs, labels), ranks, docs, labels)
 
 
 def reliability(probs: np.ndarray, relevant: np.ndarray, n_bins: int = N_BINS) -> Reliability:
@@ -124,11 +131,11 @@ def threshold_scores(
     }
 
 
-def _relevant(Y: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Whether ``Y[rows[i], cols[i]]`` is stored and nonzero, for every i: bool (n,)."""
+def _relevant(Y: sp.spmatrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Whether ``Y`` holds each (row, label) pair: bool (n,) (:func:`beam.pair_labels`)."""
     if not len(rows):
         return np.zeros(0, dtype=bool)
-    return np.asarray(Y[rows, cols]).ravel() != 0
+    return pair_labels(Y, rows, cols) > 0
 
 
 def _check_shapes(P: sp.spmatrix, Y: sp.spmatrix) -> None:
