@@ -128,7 +128,7 @@ def _fitted(
         kind.fit(s[group == g], y[group == g]) if (group == g).sum() >= MIN_GROUP_PAIRS else None
         for g in range(_n_groups(grouping))
     )
-    return Calibrator(grouping, fallback, maps if grouping != "none" else ())
+    return Calibrator(grouping, fallback, maps)
 
 
 def _n_groups(grouping: Grouping) -> int:

@@ -125,7 +125,7 @@ def _newton(t: np.ndarray, target: np.ndarray, w: np.ndarray, b0: float) -> tupl
     from (0, ``b0``): Newton steps, halved until the loss falls enough (Armijo), until the
     Newton decrement is below ``NEWTON_TOL`` of the loss."""
     a, b = 0.0, b0
-    loss = _log_loss(b + 0.0 * t, target, w)
+    loss = _log_loss(a * t + b, target, w)
     for _ in range(NEWTON_ITERS):
         p = _sigmoid(a * t + b)
         g = np.array([np.dot(w * (p - target), t), np.dot(w, p - target)])
