@@ -1,5 +1,5 @@
 """Rows of one corpus written into another: Arrow tables fed to a split writer, in row groups
-the caller cuts (the intake's merge, the calibration carve)."""
+the caller cuts, and its label texts (the intake's merge, the calibration carve)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,9 @@ def row_features(row: dict) -> tuple[np.ndarray, np.ndarray]:
         np.asarray(row["feature_ids"], dtype=np.int32),
         np.asarray(row["feature_values"], dtype=np.float32),
     )
+
+
+def label_text_dict(table: pa.Table) -> dict[str, str | None]:
+    """``labels.parquet`` as label -> text (None: no text), as ``DatasetWriter.set_label_texts``
+    takes it."""
+    return dict(zip(table["label"].to_pylist(), table["text"].to_pylist(), strict=True))

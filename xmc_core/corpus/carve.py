@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from xmc_core.corpus.appender import RowAppender
+from xmc_core.corpus.appender import RowAppender, label_text_dict
 from xmc_core.corpus.importers.common import manifest_of
 from xmc_core.corpus.lineage import lineage_of
 from xmc_core.corpus.reader import Corpus
@@ -87,7 +87,7 @@ def carve_corpus(src: Path, dest: Path, fraction: float, max_docs: int, seed: in
             ds.close_split(split, f"{split} split of {src}")
         texts = corpus.label_texts()
         if texts is not None:
-            ds.set_label_texts(dict(zip(*texts.to_pydict().values(), strict=True)))
+            ds.set_label_texts(label_text_dict(texts))
     return manifest_of(ds)
 
 

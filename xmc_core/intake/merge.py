@@ -35,7 +35,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from xmc_core.corpus.appender import RowAppender, row_features
+from xmc_core.corpus.appender import RowAppender, label_text_dict, row_features
 from xmc_core.corpus.importers.common import manifest_of
 from xmc_core.corpus.lineage import grown, lineage_of
 from xmc_core.corpus.reader import Corpus
@@ -219,15 +219,10 @@ def _merged_label_texts(corpora: list[Corpus]) -> dict[str, str | None] | None:
         if table is None:
             continue
         merged = {} if merged is None else merged
-        for label, text in _label_text_dict(table).items():
+        for label, text in label_text_dict(table).items():
             if text is not None or label not in merged:
                 merged[label] = text
     return merged
-
-
-def _label_text_dict(table: pa.Table) -> dict[str, str | None]:
-    """``labels.parquet`` as label -> text (None: no text)."""
-    return dict(zip(table["label"].to_pylist(), table["text"].to_pylist(), strict=True))
 
 
 def _most_permissive(policies: list[Policies]) -> Policies:
@@ -279,5 +274,5 @@ def prefix_doc_ids(src: Path, dest: Path, prefix: str) -> Manifest:
             stats.duplicate_labels_removed = before.duplicate_labels_removed
         texts = corpus.label_texts()
         if texts is not None:
-            ds.set_label_texts(_label_text_dict(texts))
+            ds.set_label_texts(label_text_dict(texts))
     return manifest_of(ds)
