@@ -1,8 +1,9 @@
 """The ``predict`` flow: batch predictions of a dataset split or a text file into one Parquet
-file ``doc_id: string, labels: list<string>, scores: list<float32>`` (best first).
+file ``doc_id: string, labels: list<string>, scores: list<float32>, probabilities:
+list<float32>`` (best first; probabilities null for an uncalibrated model).
 
     python -m flows.predict MODEL SOURCE OUTPUT.parquet [--split SPLIT] [--topk K]
-        [--beam-size B] [--config cfg.yaml] [--set key=value ...]
+        [--beam-size B] [--threshold P] [--config cfg.yaml] [--set key=value ...]
 
 ``MODEL`` is a model folder or an MLflow URI (``models:/xmc-synthetic@champion``); ``SOURCE`` a
 dataset folder (one task per partition of ``--split``, by default the config's ``eval.split``) or
@@ -25,7 +26,7 @@ from flows.runtime import checked_config, configured, flow_command
 from flows.stage_runner import PrefectRunner
 from tasks.predict import plan_chunks, resolve_model, write_output
 from xmc_core.app.commands import check_source
-from xmc_core.app.entry import run_command, whole_count
+from xmc_core.app.entry import probability, run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.schema import SPLITS
@@ -40,19 +41,21 @@ from xmc_core.storage.paths import require_writable
 @flow(name="predict-pipeline", log_prints=True)
 def predict_pipeline(
     model: str, source: str, output: str, split: str, cfg: XmcConfig,
-    topk: int | None = None, beam_size: int | None = None,
+    topk: int | None = None, beam_size: int | None = None, threshold: float | None = None,
 ) -> str:  # fmt: skip
     """Resolve the model, predict every part (``xmc_core.lifecycle.predict``: one cached stage
     task per partition or chunk, on the flow's Dask runner), assemble, write ``output``;
     returns its path."""
     run = PrefectRunner(Path(cfg.work_dir))
     model_dir = run.source(XmcModel, resolve_model(model, cfg))
+    if threshold is not None:
+        run.value(model_dir).calibrated()  # an uncalibrated model: said before any prediction
     if Path(source).is_dir():
         over: list = Corpus(source).partitions(split)
         handle = run.source(Corpus, source)
     else:
         over, handle = plan_chunks(source, cfg.data.rows_per_group), run.source(TextFile, source)
-    predictions = predict_graph(run, model_dir, handle, over, topk, beam_size)
+    predictions = predict_graph(run, model_dir, handle, over, topk, beam_size, threshold)
     return write_output(run.path(predictions), output)
 
 
@@ -60,18 +63,18 @@ def predict_pipeline(
 def predict(
     model: str, source: str, output: str, split: str | None = None,
     config_path: str | None = None, overrides: list[str] | None = None,
-    topk: int | None = None, beam_size: int | None = None,
+    topk: int | None = None, beam_size: int | None = None, threshold: float | None = None,
 ) -> str:  # fmt: skip
     """Predictions of ``source`` (dataset folder split or text file) by ``model`` into the
     Parquet file ``output``; ``split`` None: the config's ``eval.split``; ``topk`` /
-    ``beam_size`` None: the model's own settings."""
+    ``beam_size`` / ``threshold`` None: the model's own settings."""
     cfg = XmcConfig.load(config_path, overrides)
     split = cfg.eval.split if split is None else split
     if split not in SPLITS:
         raise InputError(None, f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
     model_ref = model if is_uri(model) else _abs(model)
     pipeline = configured(predict_pipeline, cfg)
-    return pipeline(model_ref, _abs(source), _abs(output), split, cfg, topk, beam_size)
+    return pipeline(model_ref, _abs(source), _abs(output), split, cfg, topk, beam_size, threshold)
 
 
 def _abs(path: str) -> str:
@@ -97,6 +100,10 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--split", help="split of a dataset folder (default: eval.split)")
     parser.add_argument("--topk", type=whole_count, help="override the model's top-k")
     parser.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
+    parser.add_argument(
+        "--threshold", type=probability, metavar="P",
+        help="only the labels of at least this probability (a calibrated model)",
+    )  # fmt: skip
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     add_verbose_flag(parser)
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> str:
     with flow_command(predict.name, cfg.work_dir, args.verbose):
         result = predict(
             args.model, args.source, args.output, args.split, args.config, args.overrides,
-            args.topk, args.beam_size,
+            args.topk, args.beam_size, args.threshold,
         )  # fmt: skip
     print(f"predict flow finished in {time.perf_counter() - start:.1f} s: {result}")
     return result

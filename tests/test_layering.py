@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("frame", (
         "xmc_core.model.xmc_model", "xmc_core.model.model_folder", "xmc_core.families.common",
         "xmc_core.families.featurize", "xmc_core.families.matrices", "xmc_core.families.train",
-        "xmc_core.families.configured", "xmc_core.families.warm",
+        "xmc_core.families.configured", "xmc_core.families.warm", "xmc_core.families.calibrate",
         "xmc_core.intake",
     )),
     ("families", ("xmc_core.families",)),

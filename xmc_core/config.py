@@ -178,6 +178,21 @@ class EvalConfig(Section):
     propensity_b: float = 1.5
 
 
+class CalibrationConfig(Section):
+    """Probabilities: a monotone map from each prediction's score (and its rank, or its label's
+    training-document count, where that fits the carve better) to the chance the label is
+    relevant, fitted on a carve of the training split that the model does not train on
+    (``xmc_core.calibration``). The carve holds out ``fraction`` of the training documents, at
+    most ``max_docs``, chosen by a keyed hash of their doc ids (``seed``); a corpus whose carve
+    would hold fewer than ``min_docs`` is not carved, and its model is uncalibrated."""
+
+    enabled: bool = Field(True, description="carve, then calibrate the model's scores")
+    fraction: float = Field(0.05, gt=0, lt=0.5, description="share of training docs held out")
+    max_docs: int = Field(5000, ge=1, description="at most this many training docs held out")
+    min_docs: int = Field(100, ge=1, description="no carve (uncalibrated) below this many")
+    seed: int = 0
+
+
 class DataConfig(Section):
     """Which corpus to train on; no ``dataset`` means the embedded synthetic corpus."""
 
@@ -282,7 +297,8 @@ FRAME_SECTIONS_BEFORE: dict[str, tuple[Any, Any]] = {
     **_sections(
         model=ModelConfig, data=DataConfig, tokenizer=TokenizerConfig, tfidf=TfidfConfig,
         label_features=LabelFeaturesConfig, tree=TreeConfig, ranker=RankerConfig,
-        predict=PredictConfig, encoder=EncoderConfig, matcher=MatcherConfig,
+        predict=PredictConfig, calibration=CalibrationConfig, encoder=EncoderConfig,
+        matcher=MatcherConfig,
     ),
 }  # fmt: skip
 """The shared sections, before the families' own."""

@@ -87,8 +87,11 @@ class RankerConfig(Section):
 
 
 class PredictConfig(Section):
-    """Beam search (``beam_size`` and ``topk`` can be overridden at predict time), and the
-    per-document cap on raw text at predict time."""
+    """Beam search (``beam_size`` and ``topk`` can be overridden at predict time), the
+    per-document cap on raw text at predict time, and the probability threshold of a calibrated
+    model (``threshold``, overridden at predict time by ``--threshold`` or a request's
+    ``threshold``): only the labels of at least that probability are returned, at most ``topk``
+    of them (``at_least_one``: and each document's best, however low)."""
 
     beam_size: int = Field(10, ge=1)
     topk: int = Field(20, ge=1)
@@ -99,3 +102,8 @@ class PredictConfig(Section):
         description="longer texts are cut to their first max_doc_chars characters when "
         "predicting (logged once per run); null: no cap",
     )
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="a probability: return only the labels that reach it "
+        "(a calibrated model); null: the topk best",
+    )  # fmt: skip
+    at_least_one: bool = Field(False, description="with threshold: each document's best label too")

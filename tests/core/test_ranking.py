@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -72,7 +73,10 @@ def test_rows_of_very_different_lengths_rank_the_same_way() -> None:
 
 def test_every_caller_ranks_alike() -> None:
     scores = tied_scores(with_nan=False)
-    names, vals = ranked_lists(LabelIndex(list("abcdef")), scores)
+    uncalibrated = SimpleNamespace(labels=LabelIndex(list("abcdef")), calibrator=None)
+    cols = ranked_lists(uncalibrated, scores)  # type: ignore[arg-type]
+    names, vals = cols["labels"], cols["scores"]
+    assert cols["probabilities"] == [None] * 4
     assert names == [["e", "b", "d", "a"], [], ["c", "f", "b", "a"], ["a", "b"]]
     assert vals[3] == [0.5, 0.5]
     ids, valid = ranked_labels(scores, 4)

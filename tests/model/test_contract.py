@@ -26,6 +26,7 @@ from tests.model.plugin_dist import installed
 from tests.model_helpers import split_texts, write_small_corpus
 from tests.serving.registry_fixtures import global_tracking
 from tests.transformer.tiny import build_tiny_encoder
+from xmc_core.app.predictions import ranked_lists
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError, PathError
@@ -35,7 +36,9 @@ from xmc_core.model.xmc_model import XmcModel
 
 FAMILIES = [*registry.family_names(), toy_family.NAME]
 """Every family the registry finds (the built-ins' entry points) and the tests' own plug-in."""
-SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000"]
+SMALL = ["tree.branching=4", "tree.max_leaf_size=8", "tfidf.max_features=5000",
+         "calibration.fraction=0.25", "calibration.min_docs=20"]  # fmt: skip
+"""Small trees; a quarter of the training documents carved out to calibrate on."""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -87,6 +90,8 @@ def test_family_is_registered_with_real_sections(trained: tuple) -> None:
     assert family.name == kind and outputs["model"].family == kind
     assert set(family.sections) <= set(XmcConfig.model_fields)
     assert outputs["evaluation"].values["P@1"] >= 0.5, outputs["evaluation"].values
+    assert outputs["model"].calibrator is not None  # calibration: a stage of every family
+    assert 0 <= outputs["evaluation"].values["ECE@5"] <= 1
 
 
 def test_fit_returns_self(trained: tuple, tmp_path: Path) -> None:
@@ -106,6 +111,7 @@ def test_save_load_predict_identical(trained: tuple, dataset: Path, tmp_path: Pa
     assert type(loaded.encoder) is type(model.encoder)
     a, b = model.predict(texts(dataset)), loaded.predict(texts(dataset))
     assert a.nnz > 0 and (a != b).nnz == 0
+    assert (model.probabilities(a) != loaded.probabilities(b)).nnz == 0
 
 
 def test_config_round_trips(trained: tuple, tmp_path: Path) -> None:
@@ -146,8 +152,12 @@ def test_trains_and_predicts_through_the_cli(
     done = xmc("predict", str(tmp_path / "model"), str(tmp_path / "docs.txt"), "-")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
-    want = outputs["model"].top_labels(outputs["model"].predict(texts(dataset, 5)))
+    scores = outputs["model"].predict(texts(dataset, 5))
+    want = outputs["model"].top_labels(scores)
     assert [r["labels"] for r in rows] == [[n for n, _ in w] for w in want]
+    probs = ranked_lists(outputs["model"], scores)["probabilities"]
+    for r, p in zip(rows, probs, strict=True):  # another process: equal to 1e-4
+        assert r["probabilities"] == pytest.approx(p, abs=1e-4)
 
 
 @pytest.mark.usefixtures("prefect_server")
@@ -206,6 +216,7 @@ def test_registers_promotes_serves_and_loads_in_the_pyfunc(
     with global_tracking(cfg.tracking_uri()):
         out = mlflow.pyfunc.load_model(uri).predict(pd.DataFrame({"text": some}))
     assert [list(labels) for labels in out["labels"]] == [[n for n, _ in w] for w in want]
+    assert all(len(p) == len(n) for p, n in zip(out["probabilities"], out["labels"], strict=True))
     assert registry.family(toy_family.NAME) is toy_family.FAMILY
     port = free_port()
     cmd = [sys.executable, "-m", "xmc_core.app.cli", "serve", uri, "--port", str(port)]
@@ -219,3 +230,4 @@ def test_registers_promotes_serves_and_loads_in_the_pyfunc(
         with urllib.request.urlopen(request, timeout=60) as response:
             served = json.loads(response.read())["predictions"]
     assert [p["labels"] for p in served] == [[n for n, _ in w] for w in want]
+    assert all(len(p["probabilities"]) == len(p["labels"]) for p in served)

@@ -92,6 +92,8 @@ BAD_REQUESTS = [
     (b'{"texts": ["ok"], "beam_size": true}', 422, "beam_size"),
     (b'{"texts": ["ok"], "topk": 51}', 422, "topk=51 exceeds the limit of 50"),
     (b'{"texts": ["ok"], "colour": "red"}', 422, "colour"),
+    (b'{"texts": ["ok"], "threshold": 1.5}', 422, "threshold"),
+    (b'{"texts": ["ok"], "threshold": 0.5}', 422, "the served model is uncalibrated"),
     (b'{"texts": []}', 422, "at least one text"),
     (b'{"texts": ["ok", "  "]}', 422, "texts[1] is empty"),
     (b'{"texts": ["ok", ""]}', 422, "texts[1] is empty"),

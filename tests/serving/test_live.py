@@ -249,7 +249,7 @@ def check_docs(url: str) -> None:
     assert set(schema["paths"]) == {"/health", "/predict", "/reload"}
     predict = schema["paths"]["/predict"]["post"]
     body = predict["requestBody"]["content"]["application/json"]["schema"]
-    assert set(body["properties"]) == {"texts", "topk", "beam_size"}
+    assert set(body["properties"]) == {"texts", "topk", "beam_size", "threshold"}
     assert body["required"] == ["texts"]
     answer = predict["responses"]["200"]["content"]["application/json"]["schema"]
     assert answer == {"$ref": "#/components/schemas/PredictResponse"}

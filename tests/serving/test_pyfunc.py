@@ -19,7 +19,7 @@ from tests.serving.conftest import (
     in_process,
     tracking,
 )
-from xmc_core.errors import InputError
+from xmc_core.errors import InputError, XmcError
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.serving.pyfunc import XmcPyfuncModel, input_texts, predict_frame
 from xmc_core.serving.resolve import find_model_folder, local_model_dir
@@ -36,7 +36,9 @@ def test_registered_model_predicts_like_the_model(
     pyfunc: mlflow.pyfunc.PyFuncModel, tiny_model: XmcModel, sample_texts: list[str]
 ) -> None:
     out = pyfunc.predict(pd.DataFrame({"text": sample_texts}))
-    assert list(out.columns) == ["labels", "scores"] and len(out) == len(sample_texts)
+    assert list(out.columns) == ["labels", "scores", "probabilities"]
+    assert len(out) == len(sample_texts)
+    assert out["probabilities"].isna().all()  # the tiny model is uncalibrated
     for row, want in zip(out.itertuples(), in_process(tiny_model, sample_texts), strict=True):
         assert_same(row.labels, row.scores, want)
     assert any(len(labels) > 1 for labels in out["labels"])
@@ -50,6 +52,7 @@ def test_params_topk_and_beam_size_are_honoured(
     assert {p["name"]: p["default"] for p in params} == {
         "topk": defaults.topk,
         "beam_size": defaults.beam_size,
+        "threshold": None,
     }
     out = pyfunc.predict(pd.DataFrame({"text": sample_texts}), params={"topk": 2, "beam_size": 1})
     assert max(len(labels) for labels in out["labels"]) == 2
@@ -69,6 +72,10 @@ def test_missing_text_column_and_bad_values_are_refused(
         input_texts(["fine", 3])
     with pytest.raises(InputError, match="topk=0"):
         XmcPyfuncModel.predict(_loaded(tiny_model), None, ["x"], {"topk": 0})
+    with pytest.raises(InputError, match="threshold=2 is not a probability"):
+        XmcPyfuncModel.predict(_loaded(tiny_model), None, ["x"], {"threshold": 2})
+    with pytest.raises(XmcError, match="uncalibrated"):
+        XmcPyfuncModel.predict(_loaded(tiny_model), None, ["x"], {"threshold": 0.5})
     with pytest.raises(InputError, match="row 1: text cannot be encoded as UTF-8"):
         XmcPyfuncModel.predict(_loaded(tiny_model), None, ["fine", "lone \ud800 surrogate"], None)
 

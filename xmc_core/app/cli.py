@@ -36,7 +36,7 @@ from typing import Any
 
 from xmc_core.app import describe_cli
 from xmc_core.app.describe import manifest_summary
-from xmc_core.app.entry import positive_number, run_command, whole_count
+from xmc_core.app.entry import positive_number, probability, run_command, whole_count
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Manifest, Policies
 from xmc_core.corpus.importers import FORMATS, IngestOptions, ingest
@@ -111,6 +111,11 @@ def _parser() -> argparse.ArgumentParser:
         help="JSON lines file to write (- for stdout), or .npz: the score matrix",
     )  # fmt: skip
     _predict_args(pr)
+    pr.add_argument(
+        "--threshold", type=probability, metavar="P",
+        help="only the labels of at least this probability (a calibrated model; default: the "
+        "model's predict.threshold, if any)",
+    )  # fmt: skip
     _matrix_args(pr)
 
     ev = sub.add_parser("evaluate", help="metrics of a saved model on a dataset split")
@@ -260,7 +265,10 @@ def _model_command(args: argparse.Namespace) -> None:
         commands.evaluate(args.model, args.dataset, split, cfg, args.beam_size, args.topk)
     elif args.command == "predict":
         split = _DEFAULTS.eval.split if args.split is None else args.split
-        n = commands.predict(args.model, args.source, args.output, split, args.beam_size, args.topk)
+        n = commands.predict(
+            args.model, args.source, args.output, split, args.beam_size, args.topk,
+            args.threshold,
+        )  # fmt: skip
         _wrote(n, args.output)
 
 
@@ -295,7 +303,9 @@ def _matrix_command(args: argparse.Namespace) -> None:
             matrix_commands.train(files, args.model, cfg, **_given(args, "overwrite"))
     elif args.command == "predict":
         _wrote(
-            matrix_commands.predict(args.model, args.x, args.output, args.beam_size, args.topk),
+            matrix_commands.predict(
+                args.model, args.x, args.output, args.beam_size, args.topk, args.threshold
+            ),
             args.output,
         )
     else:

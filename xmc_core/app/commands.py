@@ -14,12 +14,13 @@ from typing import BinaryIO
 import numpy as np
 import scipy.sparse as sp
 
+from xmc_core.app.predictions import model_cut, ranked_lists
 from xmc_core.app.summary import RunSummary, cache_line, members_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.importers.textio import iter_doc_lines
 from xmc_core.corpus.reader import read_manifest, require_split
-from xmc_core.errors import PathError, XmcError
+from xmc_core.errors import InputError, PathError, XmcError
 from xmc_core.evaluation.metrics import format_metrics
 from xmc_core.evaluation.outcome import promotion_outcome
 from xmc_core.evaluation.report import corpus_line
@@ -172,26 +173,34 @@ def _predict_lines(
 
 
 def _write_records(
-    out: BinaryIO, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]]
-) -> int:
-    """Write one JSON line ``{"doc_id", "labels", "scores"}`` per document; returns the count."""
+    out: BinaryIO, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]],
+    threshold: float | None,
+) -> int:  # fmt: skip
+    """Write one JSON line ``{"doc_id", "labels", "scores"}`` per document, with
+    ``"probabilities"`` for a calibrated model (``threshold``: :func:`model_cut`); returns the
+    count."""
     n = 0
+    cut = model_cut(model, threshold)
     for ids, scores in batches:
-        for doc_id, ranked in zip(ids, model.top_labels(scores), strict=True):
-            record = {
-                "doc_id": doc_id,
-                "labels": [name for name, _ in ranked],
-                "scores": [round(score, 6) for _, score in ranked],
-            }
+        cols = ranked_lists(model, scores, *cut)
+        if model.calibrator is None:
+            del cols["probabilities"]
+        for doc_id, *row in zip(ids, *cols.values(), strict=True):
+            record = {"doc_id": doc_id}
+            for name, values in zip(cols, row, strict=True):
+                record[name] = values if name == "labels" else [round(v, 6) for v in values]
             out.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
             n += 1
     return n
 
 
 def predict(
-    model_dir: Path, source: Path, output: Path, split: str, beam: int | None, topk: int | None
-) -> int:
-    """Write JSON lines ``{"doc_id", "labels", "scores"}`` for every document, atomically.
+    model_dir: Path, source: Path, output: Path, split: str, beam: int | None, topk: int | None,
+    threshold: float | None = None,
+) -> int:  # fmt: skip
+    """Write JSON lines ``{"doc_id", "labels", "scores"}`` for every document (with
+    ``"probabilities"``, and only the labels that reach ``threshold`` when one is given or the
+    model has its own: a calibrated model), atomically.
 
     ``source`` is a dataset folder (``split`` is read) or a UTF-8 text file, one document a line
     (ids ``line-N``); ``-`` reads such lines from stdin. ``output`` ``-`` writes to stdout; a
@@ -200,16 +209,32 @@ def predict(
     """
     check_predict_paths(model_dir, source, output, split)
     model = XmcModel.load(model_dir)
+    check_threshold(model, threshold, output)
     batches = _predictions(source, split, model, beam, topk)
-    return write_predictions(output, model, batches)
+    return write_predictions(output, model, batches, threshold)
+
+
+def check_threshold(model: XmcModel, threshold: float | None, output: Path) -> None:
+    """Refuse, before any prediction, a threshold for an uncalibrated model or a score
+    matrix (``.npz``) output."""
+    if threshold is None:
+        return
+    model.calibrated()  # an uncalibrated model: the error says how to get a calibrated one
+    if Path(output).suffix == ".npz":
+        raise InputError(
+            output, "--threshold cuts JSON lines; a .npz output is the whole score matrix",
+            "write JSON lines (any other suffix, or -), or leave out --threshold",
+        )  # fmt: skip
 
 
 def write_predictions(
-    output: Path, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]]
-) -> int:
+    output: Path, model: XmcModel, batches: Iterator[tuple[list[str], sp.csr_matrix]],
+    threshold: float | None = None,
+) -> int:  # fmt: skip
     """Write batches of (doc ids, scores csr (n, n_labels)) to ``output``: a ``.npz`` file gets
     the score matrix (``scipy.sparse.save_npz``, as PECOS's ``-o Yp.npz``), ``-`` stdout and any
-    other path JSON lines; atomically. Returns the number of documents."""
+    other path JSON lines (``threshold``: :func:`_write_records`); atomically. Returns the
+    number of documents."""
     if Path(output).suffix == ".npz":
         scores = [s for _, s in batches]
         empty = sp.csr_matrix((0, len(model.labels)), dtype=np.float32)
@@ -219,7 +244,7 @@ def write_predictions(
         return stacked.shape[0]
     if str(output) == "-":
         try:
-            n = _write_records(sys.stdout.buffer, model, batches)
+            n = _write_records(sys.stdout.buffer, model, batches, threshold)
             sys.stdout.buffer.flush()
         except BrokenPipeError:  # e.g. `| head`: say so once, not again at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -229,4 +254,4 @@ def write_predictions(
             ) from None
         return n
     with atomic_file(output) as tmp, open(tmp, "wb") as fh:
-        return _write_records(fh, model, batches)
+        return _write_records(fh, model, batches, threshold)

@@ -123,6 +123,17 @@ def whole_count(text: str) -> int:
     return value
 
 
+def probability(text: str) -> float:
+    """An argparse ``type``: a number in [0, 1] (a threshold); anything else is a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1], got {text!r}")
+    return value
+
+
 def positive_number(text: str) -> float:
     """An argparse ``type``: a finite number > 0 (a scale); anything else is a usage error."""
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import scipy.sparse as sp
 
-from xmc_core.app.commands import write_predictions
+from xmc_core.app.commands import check_threshold, write_predictions
 from xmc_core.app.summary import RunSummary
 from xmc_core.config import XmcConfig
 from xmc_core.errors import InputError
@@ -61,14 +61,20 @@ def read_features(model: XmcModel, path: Path, flag: str = "--x") -> sp.csr_matr
     return FeatureMatrix.load(path).X
 
 
-def predict(model_dir: Path, x: Path, output: Path, beam: int | None, topk: int | None) -> int:
+def predict(
+    model_dir: Path, x: Path, output: Path, beam: int | None, topk: int | None,
+    threshold: float | None = None,
+) -> int:  # fmt: skip
     """Predict the rows of ``x``: ``output`` ``.npz`` gets the score matrix csr (n_docs,
     n_labels), any other path (``-``: stdout) JSON lines ``{"doc_id": "row-N", "labels",
-    "scores"}``. Returns the number of documents."""
+    "scores"}`` (and ``"probabilities"``: :func:`~xmc_core.app.commands.predict`). Returns the
+    number of documents."""
     model = XmcModel.load(model_dir)
+    check_threshold(model, threshold, output)
     X = read_features(model, x)
     scores = model.predict_features(X, topk, beam)
-    return write_predictions(output, model, iter([(row_ids(X.shape[0]).to_pylist(), scores)]))
+    batches = iter([(row_ids(X.shape[0]).to_pylist(), scores)])
+    return write_predictions(output, model, batches, threshold)
 
 
 def evaluate(

@@ -2,7 +2,8 @@
 
 The table written by batch prediction (``flows/predict.py``) has :data:`PREDICTIONS_SCHEMA`::
 
-    doc_id: string, labels: list<string> (best first), scores: list<float32>
+    doc_id: string, labels: list<string> (best first), scores: list<float32>,
+    probabilities: list<float32> (null: an uncalibrated model)
 
 Within a document, labels are ordered by score (highest first), ties by label column, by
 :func:`xmc_core.evaluation.ranking.top_k` (as :meth:`xmc_core.model.xmc_model.XmcModel.top_labels`).
@@ -14,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,9 +25,8 @@ import scipy.sparse as sp
 from xmc_core.corpus import Corpus, PartitionRef
 from xmc_core.corpus.importers.textio import decode_line, strip_newline
 from xmc_core.errors import InputError
-from xmc_core.evaluation.ranking import top_k
+from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.features import stages
-from xmc_core.features.labels import LabelIndex
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.storage.atomic import atomic_file
 
@@ -34,57 +35,107 @@ PREDICTIONS_SCHEMA = pa.schema(
         pa.field("doc_id", pa.string(), nullable=False),
         pa.field("labels", pa.list_(pa.string())),
         pa.field("scores", pa.list_(pa.float32())),
+        pa.field("probabilities", pa.list_(pa.float32())),
     ]
 )
 
 
-def ranked_arrays(labels: LabelIndex, scores: sp.csr_matrix) -> tuple[pa.ListArray, pa.ListArray]:
-    """``labels`` list<string> and ``scores`` list<float32> arrays (n_docs,), best first (see
-    :func:`xmc_core.evaluation.ranking.top_k`)."""
+def ranked_arrays(
+    model: XmcModel, scores: sp.csr_matrix, threshold: float | None = None,
+    at_least_one: bool = False,
+) -> dict[str, pa.ListArray]:  # fmt: skip
+    """``labels`` list<string>, ``scores`` list<float32> and ``probabilities`` list<float32>
+    arrays (n_docs,), best first (see :func:`xmc_core.evaluation.ranking.top_k`); the
+    probabilities are null for an uncalibrated model. ``threshold``: only the labels of at least
+    that probability are kept (``at_least_one``: and each document's best, when it has any)."""
     ranked = top_k(scores)
-    names = labels.names.take(pa.array(ranked.cols)).cast(pa.string())
+    probs = None
+    if model.calibrator is not None or threshold is not None:
+        probs = model.ranked_probabilities(ranked)  # an uncalibrated model: the error says so
+    if threshold is not None and probs is not None:
+        ranked, probs = _cut(ranked, probs, threshold, at_least_one)
     off = pa.array(ranked.offsets.astype(np.int32))
+    names = model.labels.names.take(pa.array(ranked.cols)).cast(pa.string())
     vals = pa.array(ranked.vals.astype(np.float32))
-    return pa.ListArray.from_arrays(off, names), pa.ListArray.from_arrays(off, vals)
+    out = {
+        "labels": pa.ListArray.from_arrays(off, names),
+        "scores": pa.ListArray.from_arrays(off, vals),
+    }
+    if probs is None:
+        out["probabilities"] = pa.nulls(scores.shape[0], pa.list_(pa.float32()))
+    else:
+        out["probabilities"] = pa.ListArray.from_arrays(off, pa.array(probs.astype(np.float32)))
+    return out
+
+
+def _cut(
+    ranked: RankedRows, probs: np.ndarray, threshold: float, at_least_one: bool
+) -> tuple[RankedRows, np.ndarray]:
+    """The entries of ``ranked`` (and their ``probs``) whose probability reaches
+    ``threshold`` (``at_least_one``: and each row's first); compared as written, float32."""
+    keep = probs.astype(np.float32) >= np.float32(threshold)
+    lengths = np.diff(ranked.offsets)
+    if at_least_one:
+        keep[ranked.offsets[:-1][lengths > 0]] = True
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=len(lengths)), out=offsets[1:])
+    cut = RankedRows(offsets, ranked.cols[keep], ranked.vals[keep], ranked.shape)
+    return cut, probs[keep]
+
+
+def model_cut(model: XmcModel, threshold: float | None) -> tuple[float | None, bool]:
+    """The threshold a prediction of ``model`` uses (``threshold``, else the model's own
+    ``predict.threshold``) and its ``predict.at_least_one``."""
+    own = model.ranker.predict_cfg
+    return (own.threshold if threshold is None else threshold), own.at_least_one
 
 
 def ranked_lists(
-    labels: LabelIndex, scores: sp.csr_matrix
-) -> tuple[list[list[str]], list[list[float]]]:
-    """Label names and scores of every document, best first, as Python lists."""
-    names, vals = ranked_arrays(labels, scores)
-    return names.to_pylist(), vals.to_pylist()
+    model: XmcModel, scores: sp.csr_matrix, threshold: float | None = None,
+    at_least_one: bool = False,
+) -> dict[str, list[list[Any]] | list[None]]:  # fmt: skip
+    """:func:`ranked_arrays` as Python lists: each document's labels, scores and probabilities
+    (None for an uncalibrated model), best first."""
+    arrays = ranked_arrays(model, scores, threshold, at_least_one)
+    return {name: values.to_pylist() for name, values in arrays.items()}
 
 
 def predictions_table(
-    doc_ids: pa.Array | Sequence[str], labels: LabelIndex, scores: sp.csr_matrix
-) -> pa.Table:
+    doc_ids: pa.Array | Sequence[str], model: XmcModel, scores: sp.csr_matrix,
+    threshold: float | None = None, at_least_one: bool = False,
+) -> pa.Table:  # fmt: skip
     """A :data:`PREDICTIONS_SCHEMA` table: one row per document of ``scores`` csr (n_docs,
-    n_labels)."""
-    names, vals = ranked_arrays(labels, scores)
+    n_labels) (``threshold``, ``at_least_one``: as :func:`ranked_arrays`)."""
+    cols = ranked_arrays(model, scores, threshold, at_least_one)
     ids = doc_ids if isinstance(doc_ids, pa.Array) else pa.array(list(doc_ids), pa.string())
-    return pa.Table.from_arrays([ids.cast(pa.string()), names, vals], schema=PREDICTIONS_SCHEMA)
+    return pa.Table.from_arrays([ids.cast(pa.string()), *cols.values()], schema=PREDICTIONS_SCHEMA)
 
 
 def predict_partition(
-    model: XmcModel, corpus: Corpus, ref: PartitionRef, topk: int | None, beam: int | None
-) -> pa.Table:
+    model: XmcModel, corpus: Corpus, ref: PartitionRef, topk: int | None, beam: int | None,
+    threshold: float | None = None,
+) -> pa.Table:  # fmt: skip
     """Predictions of one partition of a dataset folder (featurized with the model's own
-    vectorizer; with the embeddings of the texts for an XR-Transformer model)."""
+    vectorizer; with the embeddings of the texts for an XR-Transformer model); ``threshold``
+    None: the model's own (:func:`model_cut`)."""
     counts = stages.count_partition(corpus, ref, model.vectorizer.tokenizer)
     feats = stages.featurize_partition(corpus, ref, counts, model.vectorizer, model.labels)
     X = feats.X
     if model.encoder.uses_text:
         X = model.features(X, corpus.read_partition(ref, ["text"]).column("text"))
-    return predictions_table(feats.doc_ids, model.labels, model.predict_features(X, topk, beam))
+    scores = model.predict_features(X, topk, beam)
+    return predictions_table(feats.doc_ids, model, scores, *model_cut(model, threshold))
 
 
 def predict_lines(
-    model: XmcModel, lines: list[tuple[int, str]], topk: int | None, beam: int | None
-) -> pa.Table:
+    model: XmcModel, lines: list[tuple[int, str]], topk: int | None, beam: int | None,
+    threshold: float | None = None,
+) -> pa.Table:  # fmt: skip
     """Predictions of ``(line number, text)`` pairs; document ids are ``line-N``."""
     ids = [f"line-{lineno}" for lineno, _ in lines]
-    return predictions_table(ids, model.labels, model.predict([t for _, t in lines], topk, beam))
+    scores = model.predict([t for _, t in lines], topk, beam)
+    return predictions_table(ids, model, scores, *model_cut(model, threshold))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from xmc_core.families.common import METRICS_FILE
 from xmc_core.progress import duration
 from xmc_core.wording import counted
 
-SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5")
+SUMMARY_METRICS = ("P@1", "P@5", "nDCG@5", "PSP@5", "ECE@5")
 """The test figures a summary shows, in this order (those present)."""
 
 

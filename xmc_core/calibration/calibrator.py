@@ -23,7 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.calibration.maps import IsotonicMap, PlattMap, ScoreMap, map_from_dict
-from xmc_core.calibration.metrics import ranked_pairs, top_k_pairs
+from xmc_core.calibration.metrics import row_ranks, top_k_pairs
+from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
 
 Grouping = Literal["none", "rank", "frequency"]
@@ -81,11 +82,19 @@ class Calibrator:
     def probabilities(self, scores: sp.spmatrix, label_docs: np.ndarray) -> sp.csr_matrix:
         """csr (n_docs, n_labels) with the entries of ``scores``, each score replaced by its
         probability (the rank is the entry's place in its row, best first)."""
-        if len(label_docs) != scores.shape[1]:
-            raise ValueError(f"{len(label_docs)} label counts for {scores.shape[1]} labels")
-        values, ranks, docs, labels = ranked_pairs(scores)
-        probs = self._apply(values, _groups(self.grouping, ranks, np.asarray(label_docs)[labels]))
-        return sp.csr_matrix((probs, (docs, labels)), shape=scores.shape)
+        ranked = top_k(scores)
+        probs = self.ranked_probabilities(ranked, label_docs)
+        docs, _ = row_ranks(ranked)
+        return sp.csr_matrix((probs, (docs, ranked.cols)), shape=scores.shape)
+
+    def ranked_probabilities(self, ranked: RankedRows, label_docs: np.ndarray) -> np.ndarray:
+        """The probability of every entry of ``ranked`` (rows best first, as
+        :func:`~xmc_core.evaluation.ranking.top_k` ranks them): float64 (n_entries,)."""
+        if len(label_docs) != ranked.shape[1]:
+            raise ValueError(f"{len(label_docs)} label counts for {ranked.shape[1]} labels")
+        _, ranks = row_ranks(ranked)
+        counts = np.asarray(label_docs)[ranked.cols]
+        return self._apply(ranked.vals.astype(np.float64), _groups(self.grouping, ranks, counts))
 
     def _apply(self, s: np.ndarray, group: np.ndarray) -> np.ndarray:
         out = self.fallback(s)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.evaluation.ranking import top_k
+from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.linear.beam import pair_labels
 
 N_BINS = 10
@@ -64,16 +64,21 @@ def ranked_pairs(P: sp.spmatrix, k: int | None = None) -> tuple[np.ndarray, ...]
     lower label id (:func:`~xmc_core.evaluation.ranking.top_k`): values float64, ranks, docs
     and labels int64, all (n_pairs,)."""
     ranked = top_k(P, k)
-    docs = np.repeat(np.arange(P.shape[0]), np.diff(ranked.offsets))
-    ranks = np.arange(len(ranked.cols)) - ranked.offsets[docs]
+    docs, ranks = row_ranks(ranked)
     return ranked.vals.astype(np.float64), ranks, docs, ranked.cols
+
+
+def row_ranks(ranked: RankedRows) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry's row and its place in the row (0 the best): int64 (n_entries,) each."""
+    docs = np.repeat(np.arange(ranked.shape[0]), np.diff(ranked.offsets))
+    return docs, np.arange(len(ranked.cols)) - ranked.offsets[docs]
 
 
 def top_k_pairs(P: sp.spmatrix, Y: sp.spmatrix, k: int) -> Pairs:
     """The top ``k`` of every document of ``P`` (:func:`ranked_pairs`), joined with ``Y``."""
     _check_shapes(P, Y)
     values, ranks, docs, labels = ranked_pairs(P, k)
-    return Pairs(values, _relevant(Y, docs, labels), ranks, docs, labels)
+    return Pairs(values, relevant_pairs(Y, docs, labels), ranks, docs, labels)
 
 
 def reliability(probs: np.ndarray, relevant: np.ndarray, n_bins: int = N_BINS) -> Reliability:
@@ -115,7 +120,7 @@ def threshold_scores(
     keep = P.data >= per_entry
     rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))[keep]
     cols = P.indices[keep]
-    hit = _relevant(Y, rows, cols)
+    hit = relevant_pairs(Y, rows, cols)
     n_labels = P.shape[1]
     tp = np.bincount(cols[hit], minlength=n_labels).astype(np.float64)
     fp = np.bincount(cols[~hit], minlength=n_labels).astype(np.float64)
@@ -131,7 +136,7 @@ def threshold_scores(
     }
 
 
-def _relevant(Y: sp.spmatrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def relevant_pairs(Y: sp.spmatrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """Whether ``Y`` holds each (row, label) pair: bool (n,) (:func:`beam.pair_labels`)."""
     if not len(rows):
         return np.zeros(0, dtype=bool)
@@ -144,3 +149,8 @@ def _check_shapes(P: sp.spmatrix, Y: sp.spmatrix) -> None:
             f"probabilities {getattr(P, 'shape', None)} and truth {getattr(Y, 'shape', None)}: "
             "both csr, one shape"
         )
+
+
+def ece_metrics(P: sp.spmatrix, Y: sp.spmatrix, ks: list[int]) -> dict[str, float]:
+    """``ECE@k`` of probabilities ``P`` against ``Y`` for each ``k`` of ``ks``."""
+    return {f"ECE@{k}": ece_at_k(P, Y, k) for k in ks}

@@ -13,12 +13,14 @@ reuses the champion's parts), except those a drop replaced.
 order, in the source's row groups; the test split and the label texts are copied; the lineage is
 the source's (the registered model's name follows from it); the manifest's ``source`` records
 the carve (``calibration_carve``). :func:`carved_rows` reads the held-out rows back from the
-source corpus.
+source corpus. :func:`write_carve` writes both as a :class:`Carve` (the training stage's
+artifact).
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +32,45 @@ from xmc_core.corpus.lineage import lineage_of
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import SPLITS, Manifest
 from xmc_core.corpus.writer import DatasetWriter
+from xmc_core.storage.artifacts import read_meta, write_meta
 
 _NO_AUTO_FLUSH = 2**62  # the writer never cuts a group by itself: the source's groups are kept
+TRAINING, HELD = "training", "held"
+
+
+@dataclass(frozen=True)
+class Carve:
+    """A carved corpus, as a folder: ``training/``, the corpus without its held-out training
+    documents (:func:`carve_corpus`), and ``held/``, a corpus of the held-out documents alone
+    (in both of its splits, as a dataset folder has two)."""
+
+    training: Corpus
+    held: Corpus
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Carve:
+        read_meta(folder, "Carve")
+        return cls(Corpus(Path(folder) / TRAINING), Corpus(Path(folder) / HELD))
+
+
+def write_carve(src: Path, out: Path, fraction: float, max_docs: int, seed: int) -> None:
+    """Write the :class:`Carve` of corpus ``src`` into folder ``out``."""
+    carve_corpus(src, out / TRAINING, fraction, max_docs, seed)
+    rows = carved_rows(src, fraction, max_docs, seed)
+    if rows.num_rows == 0:
+        raise ValueError(f"the carve holds out no training document of {src}")
+    old = Corpus(src).manifest
+    with DatasetWriter(
+        out / HELD, kind=old.kind, source={"calibration_carve_of": str(src)},
+        policies=old.policies, n_features=old.n_features, lineage=lineage_of(src),
+    ) as ds:  # fmt: skip
+        for split in SPLITS:
+            appender = RowAppender(ds.split(split), group_rows=None)
+            appender.add_table(rows, f"the carve of {src}")
+            appender.end_group()
+            ds.close_split(split, f"the carve of {src}")
+    fingerprints = {name: Corpus(out / name).fingerprint for name in (TRAINING, HELD)}
+    write_meta(out, "Carve", {"source": old.fingerprint, **fingerprints})  # its cache key
 
 
 def carve_share(n_train: int, fraction: float, max_docs: int) -> float:

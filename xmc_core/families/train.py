@@ -13,6 +13,7 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.reader import read_manifest
 from xmc_core.errors import InputError, XmcError
+from xmc_core.families.calibrate import calibrated, carved
 from xmc_core.families.common import evaluated
 from xmc_core.families.configured import trained_families
 from xmc_core.families.featurize import featurize_graph
@@ -54,30 +55,35 @@ def train_graph(
     on_featurized: Callable[[dict[str, Any]], None] | None = None,
     warm: WarmBase | None = None,
 ) -> dict[str, Any]:
-    """Featurize the dataset behind handle ``corpus``, then the configured family's stages;
-    returns every output's handle (``corpus`` included). ``on_featurized``: called with the
-    featurize graph's handles before the family's stages start (a progress line). ``warm``:
-    the model a warm start starts from (:mod:`xmc_core.families.warm`; a family that cannot
-    start warm refuses it)."""
+    """Carve the calibration documents out of the dataset behind handle ``corpus``
+    (:mod:`xmc_core.families.calibrate`), featurize the rest, then the configured family's
+    stages; returns every output's handle (``corpus``: the dataset, ``carve``: the carve, when
+    there is one). ``on_featurized``: called with the featurize graph's handles before the
+    family's stages start (a progress line). ``warm``: the model a warm start starts from
+    (:mod:`xmc_core.families.warm`; a family that cannot start warm refuses it)."""
     family = registry.family(cfg.model.kind)
     if warm is not None and not family.warm_start:
         raise XmcError(f"{family.name} cannot start warm: retrain it cold")
     handles = None if warm is None else warm_handles(run, warm)
-    feats = {"corpus": corpus, **featurize_graph(run, corpus, cfg, handles)}
+    training, carve = carved(run, corpus, cfg)
+    feats = {"corpus": training, **featurize_graph(run, training, cfg, handles)}
     if on_featurized is not None:
         on_featurized(feats)
-    return family_graph(run, feats, cfg, handles)
+    outs = {**family_graph(run, feats, cfg, handles, carve), "corpus": corpus}
+    return outs if carve is None else {**outs, "carve": carve}
 
 
 def family_graph(
-    run: Runner, feats: dict[str, Any], cfg: XmcConfig, warm: WarmHandles | None = None
-) -> dict[str, Any]:
+    run: Runner, feats: dict[str, Any], cfg: XmcConfig, warm: WarmHandles | None = None,
+    carve: Any = None,
+) -> dict[str, Any]:  # fmt: skip
     """The configured family's stages on featurized handles ``feats`` (``warm``: from a
-    champion's parts), then the frame's common ending (the model's evaluation on the test
-    split); returns ``feats`` and every output's handle."""
+    champion's parts), then the frame's common ending: the model calibrated on ``carve`` (when
+    there is one) and its evaluation on the test split; returns ``feats`` and every output's
+    handle."""
     graph = registry.family(cfg.model.kind).graph
     outs = graph(run, feats, cfg) if warm is None else graph(run, feats, cfg, warm=warm)
-    return {**feats, **evaluated(run, outs, cfg)}
+    return {**feats, **evaluated(run, calibrated(run, outs, carve, cfg), cfg)}
 
 
 def train_in_process(

@@ -35,18 +35,21 @@ def _chunk(value: LineChunk) -> list[Any]:
 
 
 def partition_predictions(
-    model: XmcModel, corpus: Corpus, ref: PartitionRef, topk: int | None, beam_size: int | None
-) -> Predictions:
+    model: XmcModel, corpus: Corpus, ref: PartitionRef, topk: int | None, beam_size: int | None,
+    threshold: float | None = None,
+) -> Predictions:  # fmt: skip
     """Predictions of one partition of a dataset folder (``ref`` keys its rows; ``topk`` /
-    ``beam_size`` None: the model's own)."""
-    return Predictions(predict_partition(model, corpus, ref, topk, beam_size))
+    ``beam_size`` / ``threshold`` None: the model's own)."""
+    return Predictions(predict_partition(model, corpus, ref, topk, beam_size, threshold))
 
 
 def chunk_predictions(
-    model: XmcModel, source: TextFile, chunk: LineChunk, topk: int | None, beam_size: int | None
-) -> Predictions:
+    model: XmcModel, source: TextFile, chunk: LineChunk, topk: int | None, beam_size: int | None,
+    threshold: float | None = None,
+) -> Predictions:  # fmt: skip
     """Predictions of one chunk of a text file (document ids ``line-N``)."""
-    return Predictions(predict_lines(model, read_chunk(source.path, chunk), topk, beam_size))
+    lines = read_chunk(source.path, chunk)
+    return Predictions(predict_lines(model, lines, topk, beam_size, threshold))
 
 
 def assemble_predictions(parts: list[Predictions]) -> Predictions:
@@ -73,11 +76,11 @@ ASSEMBLE = Stage(
 
 def predict_graph(
     run: Runner, model: Any, source: Any, over: list[PartitionRef] | list[LineChunk],
-    topk: int | None = None, beam_size: int | None = None,
+    topk: int | None = None, beam_size: int | None = None, threshold: float | None = None,
 ) -> Any:  # fmt: skip
     """Predictions of ``source`` (a dataset folder's handle with ``over`` its partitions, or a
     text file's with ``over`` its chunks) by ``model`` -> the assembled predictions' handle."""
-    settings = {"model": model, "topk": topk, "beam_size": beam_size}
+    settings = {"model": model, "topk": topk, "beam_size": beam_size, "threshold": threshold}
     if over and isinstance(over[0], LineChunk):
         labels = [f"predict-lines-{c.first_line}" for c in over]  # type: ignore[union-attr]
         parts = run.map(PREDICT_CHUNK, {"chunk": over}, labels, source=source, **settings)

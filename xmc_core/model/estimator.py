@@ -159,6 +159,16 @@ class XmcClassifier:
             return model.predict(list(X), topk, beam_size)  # type: ignore[arg-type]
         return model.predict_features(self._features(X), topk, beam_size)
 
+    def predict_proba(
+        self, X: Features | Texts, topk: int | None = None, beam_size: int | None = None
+    ) -> sp.csr_matrix:
+        """Probabilities csr (n_docs, n_labels): the chance that each of a document's ``topk``
+        best labels (as :meth:`predict_scores`) is relevant; an uncalibrated model (trained
+        on too few documents for the carve, ``calibration.min_docs``) is an error."""
+        model = self._fitted()
+        model.calibrated()  # before any prediction
+        return model.probabilities(self.predict_scores(X, topk, beam_size))
+
     def predict(
         self, X: Features | Texts, topk: int = 5, beam_size: int | None = None
     ) -> list[list[tuple[str, float]]]:

@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from xmc_core.errors import ArtifactError
-from xmc_core.evaluation.ranking import top_k
+from xmc_core.calibration.calibrator import Calibrator
+from xmc_core.errors import ArtifactError, XmcError
+from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CALIBRATION_DIR = "calibration"
+"""The folder of a calibrated model's :class:`~xmc_core.calibration.calibrator.Calibrator`."""
 MODEL_FORMAT = 2
 """Layout of an ``XmcModel`` folder: 2 = parts named in meta.json (``encoder/``, ``ranker/``);
 1 (no ``model_format`` field) = ``kind`` xr-linear / xr-transformer (``embedding/``)."""
@@ -69,7 +72,9 @@ class XmcModel:
     ``vectorizer``: TF-IDF, or :class:`~xmc_core.features.matrices.GivenFeatures` for a model
     trained on feature matrices (it predicts from features only). ``start``: how its training
     started, when it was a warm start (``xmc_core.families.warm``: the champion it started
-    from and what it reused); None: from nothing (cold)."""
+    from and what it reused); None: from nothing (cold). ``calibrator``: its scores' map to
+    probabilities (:mod:`xmc_core.calibration`), None: uncalibrated (a model trained without a
+    carve, or saved before xmc calibrated)."""
 
     def __init__(
         self,
@@ -81,6 +86,7 @@ class XmcModel:
         label_counts: np.ndarray,
         n_train_docs: int,
         start: dict[str, Any] | None = None,
+        calibrator: Calibrator | None = None,
     ) -> None:
         if len(labels) != ranker.n_labels or len(label_counts) != len(labels):
             raise ValueError(
@@ -95,14 +101,41 @@ class XmcModel:
         self.label_counts = label_counts
         self.n_train_docs = n_train_docs
         self.start = start
+        self.calibrator = calibrator
         self._cut_logged = False
 
     def with_encoder(self, encoder: Encoder) -> XmcModel:
         """This model with another encoder (e.g. the same weights on another runtime)."""
         return XmcModel(
             self.family, self.vectorizer, self.labels, encoder, self.ranker, self.label_counts,
-            self.n_train_docs, self.start,
+            self.n_train_docs, self.start, self.calibrator,
         )  # fmt: skip
+
+    def with_calibrator(self, calibrator: Calibrator | None) -> XmcModel:
+        """This model with its scores mapped to probabilities by ``calibrator``."""
+        return XmcModel(
+            self.family, self.vectorizer, self.labels, self.encoder, self.ranker,
+            self.label_counts, self.n_train_docs, self.start, calibrator,
+        )  # fmt: skip
+
+    def probabilities(self, scores: sp.csr_matrix) -> sp.csr_matrix:
+        """``scores`` csr (n_docs, n_labels) of this model with each score replaced by its
+        probability (the rank: the entry's place in its row, best first)."""
+        return self.calibrated().probabilities(scores, self.label_counts)
+
+    def ranked_probabilities(self, ranked: RankedRows) -> np.ndarray:
+        """The probability of each entry of ``ranked`` (its scores, rows best first)."""
+        return self.calibrated().ranked_probabilities(ranked, self.label_counts)
+
+    def calibrated(self) -> Calibrator:
+        """The calibrator; an uncalibrated model is an error saying how to get one."""
+        if self.calibrator is None:
+            raise XmcError(
+                "this model is uncalibrated: it has scores, not probabilities\n"
+                "  fix: retrain it with calibration.enabled=true on a corpus large enough for "
+                "the carve (calibration.min_docs)"
+            )
+        return self.calibrator
 
     def features(self, X: sp.csr_matrix, texts: list[str | None] | pa.Array) -> sp.csr_matrix:
         """The ranker's input: the encoder's transform of TF-IDF rows ``X`` and ``texts``."""
@@ -167,6 +200,7 @@ class XmcModel:
         at least 10); when the split holds labels the model has no training document of (in
         its index or not): ``R@5 unseen``, ``R@10 unseen``, ``P@1 seen`` and ``P@5 seen``
         (:mod:`xmc_core.evaluation.unseen`)."""
+        from xmc_core.calibration.metrics import ece_metrics
         from xmc_core.evaluation.metrics import evaluate
         from xmc_core.evaluation.unseen import RECALL_KS, unseen_metrics
 
@@ -175,6 +209,8 @@ class XmcModel:
         out = evaluate(split.Y, scores, cfg, self.label_counts, self.n_train_docs)
         if split.unknown_labels or not self.label_counts.all():
             out |= unseen_metrics(split.Y, scores, self.label_counts, split.unknown_labels)
+        if self.calibrator is not None:
+            out |= ece_metrics(self.probabilities(scores), split.Y, cfg.ks)
         return out
 
     def capped(self, texts: list[str | None] | pa.Array) -> list[str | None] | pa.Array:
@@ -219,6 +255,8 @@ class XmcModel:
         self.encoder.save(folder / "encoder")
         self.ranker.save(folder / "ranker")
         save_arrays(folder / "label_counts.npz", counts=self.label_counts)
+        if self.calibrator is not None:
+            self.calibrator.save(folder / CALIBRATION_DIR)
         fields = {
             "model_format": MODEL_FORMAT,
             "family": self.family,
@@ -231,6 +269,8 @@ class XmcModel:
             fields["vectorizer"] = type(self.vectorizer).__name__
         if self.start is not None:  # absent: a cold start (or saved before xmc recorded it)
             fields["start"] = self.start
+        if self.calibrator is not None:  # absent: uncalibrated (or saved before xmc calibrated)
+            fields["calibration"] = CALIBRATION_DIR
         write_meta(folder, "XmcModel", fields)
 
     @classmethod
@@ -255,6 +295,7 @@ class XmcModel:
             load_arrays(folder / "label_counts.npz")["counts"],
             layout["n_train_docs"],
             layout.get("start"),
+            _load_calibrator(folder, layout),
         )
 
 
@@ -320,6 +361,18 @@ def _start_record(value: Any) -> dict[str, Any] | None:
     return value
 
 
+def _load_calibrator(folder: Path, layout: dict[str, Any]) -> Calibrator | None:
+    """The calibrator a model folder's meta.json names, or None (uncalibrated)."""
+    return None if layout.get("calibration") is None else Calibrator.load(folder / CALIBRATION_DIR)
+
+
+def _calibration_record(value: Any) -> str | None:
+    """A model's ``calibration`` record (meta.json): its calibrator's folder, or absent."""
+    if value is not None and value != CALIBRATION_DIR:
+        raise ValueError(f"calibration is {value!r}, not {CALIBRATION_DIR!r}")
+    return value
+
+
 def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
     its meta.json (read here with checksums verified, or ``meta`` as the caller read it), for
@@ -337,6 +390,7 @@ def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, 
                 "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
                 "vectorizer": str(meta.get("vectorizer", "TfidfVectorizer")),
                 "n_train_docs": n_train_docs, "start": _start_record(meta.get("start")),
+                "calibration": _calibration_record(meta.get("calibration")),
             }  # fmt: skip
     if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
         text = meta.get("kind") == "xr-transformer"  # format 1's own spelling

@@ -10,12 +10,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from xmc_core.serving.live import ModelInfo
 
 PREDICT_EXAMPLE = {"texts": ["oil prices rose sharply"], "topk": 3}
-PREDICT_ANSWER = {"predictions": [{"labels": ["crude", "ship", "gas"], "scores": [0.91, 0.2, 0.1]}]}
+PREDICT_ANSWER = {
+    "predictions": [
+        {"labels": ["crude", "ship", "gas"], "scores": [0.91, 0.2, 0.1],
+         "probabilities": [0.93, 0.31, 0.12]}
+    ]
+}  # fmt: skip
 ERROR_STATUSES = {
     400: "the body is not JSON, is nested over 16 deep, or has an integer over 4300 digits",
     401: "missing or wrong token (only when the server has one)",
     413: "too many texts, or too large a body",
-    422: "wrong schema or types, an empty text, a lone surrogate, topk or beam_size over the limit",
+    422: "wrong schema or types, an empty text, a lone surrogate, topk or beam_size over the "
+    "limit, a threshold for an uncalibrated model",
     500: "an unforeseen failure (logged on the server in one line)",
 }
 
@@ -23,8 +29,8 @@ ERROR_STATUSES = {
 class PredictRequest(BaseModel):
     """The body of ``POST /predict`` (strict types: ``"5"`` is not an int). MLflow's scoring
     bodies are accepted too: ``{"dataframe_records": [{"text": ...}]}``, ``{"dataframe_split":
-    {"columns": ["text"], "data": [[...]]}}`` or ``{"inputs": [...]}``, with ``topk`` and
-    ``beam_size`` in ``"params"``."""
+    {"columns": ["text"], "data": [[...]]}}`` or ``{"inputs": [...]}``, with ``topk``,
+    ``beam_size`` and ``threshold`` in ``"params"``."""
 
     model_config = ConfigDict(
         extra="forbid", strict=True, json_schema_extra={"examples": [PREDICT_EXAMPLE]}
@@ -35,13 +41,20 @@ class PredictRequest(BaseModel):
     beam_size: int | None = Field(
         None, ge=1, description="beam width of the tree search (default: the server's)"
     )
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="return only the labels of at least this probability, "
+        "at most topk (default: the model's predict.threshold; a calibrated model only)",
+    )  # fmt: skip
 
 
 class Prediction(BaseModel):
-    """The labels of one text, best first, with their scores."""
+    """The labels of one text, best first, with their scores and probabilities."""
 
     labels: list[str] = Field(description="label names, best first")
     scores: list[float] = Field(description="their scores, highest first")
+    probabilities: list[float] | None = Field(
+        description="the chance that each label is relevant (null: an uncalibrated model)"
+    )
 
 
 class PredictResponse(BaseModel):

@@ -1,13 +1,13 @@
 """The body of ``POST /predict``: read within a size limit, parsed, checked and normalized.
 
-    {"texts": ["...", ...], "topk": 5, "beam_size": 10}
+    {"texts": ["...", ...], "topk": 5, "beam_size": 10, "threshold": 0.5}
 
 MLflow-style bodies are accepted too: ``{"dataframe_records": [{"text": ...}, ...]}``,
 ``{"dataframe_split": {"columns": ["text"], "data": [[...], ...]}}`` or ``{"inputs": [...]}``,
-with ``topk`` / ``beam_size`` in ``"params"``. A refusal is a :class:`RequestError`: 400 for a
-body that is not JSON (or nested too deeply, or with an integer over 4300 digits), 413 for too
-many texts or too large a body, 422 for a wrong schema, wrong types, an empty text or one that
-is not valid Unicode (a lone surrogate; naming its index).
+with ``topk`` / ``beam_size`` / ``threshold`` in ``"params"``. A refusal is a
+:class:`RequestError`: 400 for a body that is not JSON (or nested too deeply, or with an integer
+over 4300 digits), 413 for too many texts or too large a body, 422 for a wrong schema, wrong
+types, an empty text or one that is not valid Unicode (a lone surrogate; naming its index).
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ def check_strings(raw: Any) -> None:
 
 
 def normalize_body(raw: dict[str, Any]) -> dict[str, Any]:
-    """MLflow scoring-server bodies -> ``{"texts", "topk", "beam_size"}``; others unchanged."""
+    """MLflow scoring-server bodies -> ``{"texts", "topk", "beam_size", "threshold"}``; others
+    unchanged."""
     forms = [k for k in ("dataframe_records", "dataframe_split", "inputs") if k in raw]
     if not forms:
         return raw
@@ -130,8 +131,8 @@ def normalize_body(raw: dict[str, Any]) -> dict[str, Any]:
     params = raw.get("params") or {}
     if not isinstance(params, dict):
         raise RequestError(422, "params must be an object")
-    if unknown := sorted(set(params) - {"topk", "beam_size"}):
-        raise RequestError(422, f"unexpected params {unknown}: only topk and beam_size")
+    if unknown := sorted(set(params) - {"topk", "beam_size", "threshold"}):
+        raise RequestError(422, f"unexpected params {unknown}: only topk, beam_size, threshold")
     return {"texts": _mlflow_texts(forms[0], raw[forms[0]]), **params}
 
 

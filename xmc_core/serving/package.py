@@ -2,9 +2,10 @@
 
 The logged model holds the model folder (artifact ``xmc_model``), the ``xmc_core`` package code
 (``code/xmc_core``; never the working directory), the entry file
-:mod:`xmc_core.serving.pyfunc_entry`, a signature (``text`` in; ``labels``/``scores`` out;
-params ``topk`` and ``beam_size`` defaulting to the model's own predict config) and pinned pip
-requirements taken from the running environment (no dependency inference, no network).
+:mod:`xmc_core.serving.pyfunc_entry`, a signature (``text`` in; ``labels``/``scores``/
+``probabilities`` out; params ``topk``, ``beam_size`` and ``threshold`` defaulting to the model's
+own predict config) and pinned pip requirements taken from the running environment (no
+dependency inference, no network).
 """
 
 from __future__ import annotations
@@ -48,20 +49,23 @@ INPUT_EXAMPLE = pd.DataFrame({TEXT_COLUMN: ["an example document to label"]})
 
 
 def model_signature(defaults: PredictConfig) -> ModelSignature:
-    """``text`` string in; ``labels`` list<string>, ``scores`` list<float> out; params
-    ``topk`` and ``beam_size`` (long) defaulting to ``defaults``."""
+    """``text`` string in; ``labels`` list<string>, ``scores`` list<float> and
+    ``probabilities`` list<float> (null for an uncalibrated model) out; params ``topk`` and
+    ``beam_size`` (long) and ``threshold`` (double) defaulting to ``defaults``."""
     return ModelSignature(
         inputs=Schema([ColSpec(DataType.string, TEXT_COLUMN)]),
         outputs=Schema(
             [
                 ColSpec(Array(DataType.string), "labels"),
                 ColSpec(Array(DataType.double), "scores"),
+                ColSpec(Array(DataType.double), "probabilities", required=False),
             ]
         ),
         params=ParamSchema(
             [
                 ParamSpec("topk", DataType.long, defaults.topk),
                 ParamSpec("beam_size", DataType.long, defaults.beam_size),
+                ParamSpec("threshold", DataType.double, defaults.threshold),
             ]
         ),
     )

@@ -1,12 +1,13 @@
 """The MLflow pyfunc wrapper of an ``XmcModel`` (logged by :mod:`xmc_core.serving.package`).
 
 Input: a DataFrame with a ``text`` column (also accepted: a list of strings, a string, or a dict
-with ``"text"``). Params: ``topk`` and ``beam_size`` (defaults: the model's own predict config).
-Output: a DataFrame with one row per text, ``labels`` (list of str, best first) and ``scores``
-(list of float).
+with ``"text"``). Params: ``topk``, ``beam_size`` and ``threshold`` (a probability; defaults: the
+model's own predict config). Output: a DataFrame with one row per text, ``labels`` (list of str,
+best first), ``scores`` and ``probabilities`` (lists of float; probabilities None for an
+uncalibrated model).
 
 Policy for missing text: a None, NaN, empty or whitespace-only text has no words to rank
-labels by, so its row gets empty ``labels`` and ``scores`` lists (the other rows are predicted
+labels by, so its row gets empty lists (the other rows are predicted
 as usual); it is not an error.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 
-from xmc_core.app.predictions import ranked_lists
+from xmc_core.app.predictions import model_cut, ranked_lists
 from xmc_core.errors import InputError
 from xmc_core.model.xmc_model import XmcModel
 
@@ -54,6 +55,7 @@ class XmcPyfuncModel(mlflow.pyfunc.PythonModel):
             input_texts(model_input),
             _positive_int(params, "topk"),
             _positive_int(params, "beam_size"),
+            _probability(params, "threshold"),
         )
 
 
@@ -102,6 +104,16 @@ def _text(value: Any, row: int) -> str | None:
     return value if value.strip() else None
 
 
+def _probability(params: dict[str, Any], name: str) -> float | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1
+    if not ok:
+        raise InputError(None, f"param {name}={value!r} is not a probability", "pass e.g. 0.5")
+    return float(value)
+
+
 def _positive_int(params: dict[str, Any], name: str) -> int | None:
     value = params.get(name)
     if value is None:
@@ -112,15 +124,20 @@ def _positive_int(params: dict[str, Any], name: str) -> int | None:
 
 
 def predict_frame(
-    model: XmcModel, texts: list[str | None], topk: int | None, beam_size: int | None
-) -> pd.DataFrame:
-    """Columns ``labels`` and ``scores`` (lists, best first); empty lists for None texts."""
-    labels: list[list[str]] = [[] for _ in texts]
-    scores: list[list[float]] = [[] for _ in texts]
+    model: XmcModel, texts: list[str | None], topk: int | None, beam_size: int | None,
+    threshold: float | None = None,
+) -> pd.DataFrame:  # fmt: skip
+    """Columns ``labels``, ``scores`` and ``probabilities`` (lists, best first; probabilities
+    None for an uncalibrated model); empty lists for None texts."""
+    empty: list | None = [] if model.calibrator is not None else None
+    out: dict[str, list[Any]] = {
+        "labels": [[] for _ in texts], "scores": [[] for _ in texts],
+        "probabilities": [None if empty is None else [] for _ in texts],
+    }  # fmt: skip
     rows = [i for i, text in enumerate(texts) if text is not None]
     if rows:
         matrix = model.predict([texts[i] for i in rows], topk, beam_size)
-        names, values = ranked_lists(model.labels, matrix)
-        for i, row_names, row_values in zip(rows, names, values, strict=True):
-            labels[i], scores[i] = row_names, row_values
-    return pd.DataFrame({"labels": labels, "scores": scores})
+        for name, values in ranked_lists(model, matrix, *model_cut(model, threshold)).items():
+            for i, value in zip(rows, values, strict=True):
+                out[name][i] = value
+    return pd.DataFrame(out)

@@ -1,0 +1,150 @@
+"""Thresholds tuned on the calibration carve: the probability a label needs to be returned.
+
+:meth:`Thresholds.tune` takes the carve's probabilities (a calibrated model's top-k predictions
+of documents it did not train on) and their truth, and picks the one threshold that maximizes
+micro-F1, macro-F1 or their sum (``objective``) over candidate thresholds: the carve's
+probabilities themselves, at most :data:`MAX_CANDIDATES` of them (evenly spaced quantiles).
+``per_label``: each label with at least ``min_positives`` relevant carve documents gets its
+own threshold too, the one that maximizes its own F1 (the best for macro-F1, label by label,
+as LibMultiLabel's ``train_thresholding`` tunes per label); the other labels keep the global
+one. A label whose best F1 on the carve is 0 keeps the global threshold.
+
+Macro-F1 and micro-F1 follow :func:`~xmc_core.calibration.metrics.threshold_scores`: the
+carve's relevant labels outside the predictions count as misses. Saved as a folder
+(``meta.json``; the per-label thresholds in ``per_label.npz``), no pickle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmc_core.calibration.metrics import relevant_pairs, threshold_scores
+from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+
+Objective = Literal["micro_f1", "macro_f1", "sum"]
+OBJECTIVES: tuple[Objective, ...] = ("micro_f1", "macro_f1", "sum")
+MAX_CANDIDATES = 200
+"""Candidate global thresholds: the carve's distinct probabilities, thinned to this many."""
+PER_LABEL_FILE = "per_label.npz"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """``objective``: what was maximized; ``value``: the global threshold; ``per_label``:
+    float64 (n_labels,), each label's threshold (None: the global one for every label);
+    ``carve``: the objective's figures on the carve at ``value``."""
+
+    objective: Objective
+    value: float
+    per_label: np.ndarray | None = None
+    carve: dict[str, float] | None = None
+
+    def of(self, labels: np.ndarray) -> np.ndarray | float:
+        """The threshold of each label id of ``labels``, or the global one."""
+        return self.value if self.per_label is None else self.per_label[labels]
+
+    @classmethod
+    def tune(
+        cls, P: sp.spmatrix, Y: sp.spmatrix, objective: Objective, per_label: bool = False,
+        min_positives: int = 5,
+    ) -> Thresholds:  # fmt: skip
+        """Tune on probabilities ``P`` csr (n_docs, n_labels) against ``Y`` csr (n_docs,
+        n_labels) (see the module docstring)."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
+        P = sp.csr_matrix(P)
+        best, figures = _global(P, Y, objective)
+        if not per_label:
+            return cls(objective, best, None, figures)
+        own = _per_label(P, Y, best, min_positives)
+        return cls(objective, best, own, figures)
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.per_label is not None:
+            save_arrays(folder / PER_LABEL_FILE, thresholds=self.per_label)
+        write_meta(folder, "Thresholds", {
+            "objective": self.objective, "value": self.value,
+            "per_label": self.per_label is not None, "carve": self.carve or {},
+        })  # fmt: skip
+
+    @classmethod
+    def load(cls, folder: str | Path, n_labels: int | None = None) -> Thresholds:
+        """Read a folder :meth:`save` wrote (``n_labels``: the per-label array's length is
+        checked against it)."""
+        folder = Path(folder)
+        meta = read_meta(folder, "Thresholds")
+        with meta_fields(folder):
+            objective = meta["objective"]
+            if objective not in OBJECTIVES:
+                raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
+            value = float(meta["value"])
+            per_label = None
+            if meta["per_label"]:
+                per_label = load_arrays(folder / PER_LABEL_FILE)["thresholds"].astype(np.float64)
+                if per_label.ndim != 1 or (n_labels is not None and len(per_label) != n_labels):
+                    raise ValueError(f"per_label holds {per_label.shape}, not ({n_labels},)")
+            for v in [value, *(per_label if per_label is not None else [])]:
+                if not 0.0 <= v <= 1.0:
+                    raise ValueError(f"threshold {v} is not a probability")
+            carve = {str(k): float(v) for k, v in dict(meta["carve"]).items()}
+            return cls(objective, value, per_label, carve)
+
+
+def _global(P: sp.csr_matrix, Y: sp.spmatrix, objective: Objective) -> tuple[float, dict]:
+    """The candidate threshold with the best ``objective`` on (P, Y), and its figures (ties:
+    the higher threshold: fewer labels for the same figure)."""
+    candidates = np.unique(P.data)
+    if len(candidates) > MAX_CANDIDATES:
+        candidates = np.unique(np.quantile(P.data, np.linspace(0, 1, MAX_CANDIDATES)))
+    if not len(candidates):
+        return 0.5, {}
+    best, best_value, best_figures = 0.5, -1.0, {}
+    for t in candidates[::-1]:  # from the highest: a tie keeps the higher threshold
+        figures = threshold_scores(P, Y, float(t))
+        value = _objective(figures, objective)
+        if value > best_value:
+            best, best_value, best_figures = float(t), value, figures
+    return best, best_figures
+
+
+def _objective(figures: dict[str, float], objective: Objective) -> float:
+    if objective == "sum":
+        return figures["micro_f1"] + figures["macro_f1"]
+    return figures[objective]
+
+
+def _per_label(P: sp.csr_matrix, Y: sp.spmatrix, fallback: float, min_positives: int) -> np.ndarray:
+    """Each label's F1-best threshold on the carve, ``fallback`` for labels with fewer than
+    ``min_positives`` relevant carve documents or no hit among their predictions."""
+    n_labels = P.shape[1]
+    out = np.full(n_labels, fallback, dtype=np.float64)
+    if not P.nnz:
+        return out
+    Yc = sp.csr_matrix(Y)
+    positives = np.bincount(Yc.indices, minlength=n_labels)
+    rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
+    labels, probs = P.indices.astype(np.int64), P.data.astype(np.float64)
+    hit = relevant_pairs(Yc, rows, labels).astype(np.float64)
+    order = np.lexsort((-probs, labels))  # by label, then the most probable first
+    labels, probs, hit = labels[order], probs[order], hit[order]
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    sizes = np.diff(np.r_[starts, len(labels)])
+    first = np.repeat(starts, sizes)
+    tp = np.cumsum(hit)
+    tp -= np.repeat(np.r_[0.0, tp][starts], sizes)  # hits from the label's first pair on
+    kept = np.arange(len(labels)) - first + 1  # tp + fp at a threshold of this probability
+    f1 = 2 * tp / (kept + positives[labels])  # 2 tp / (2 tp + fp + fn)
+    last_of_tie = np.r_[(labels[1:] != labels[:-1]) | (probs[1:] != probs[:-1]), True]
+    f1[~last_of_tie] = -1.0  # a threshold keeps every pair of an equal probability
+    best = np.maximum.reduceat(f1, starts)
+    eligible = (best > 0) & (positives[labels[starts]] >= min_positives)
+    for s, e in zip(starts[eligible], (starts + sizes)[eligible], strict=True):
+        out[labels[s]] = probs[s + int(np.argmax(f1[s:e]))]  # ties: the higher threshold
+    return out

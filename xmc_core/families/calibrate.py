@@ -1,0 +1,105 @@
+"""Calibration as a stage of every family: the carve before featurization, the calibrator after
+the family's stages.
+
+:data:`CARVE` holds a share of the training documents out of training
+(:mod:`xmc_core.corpus.carve`): the family trains on the rest. :data:`CALIBRATE` predicts the
+held-out documents with the trained model (they reach it as any new document would: raw text
+or given features, through its own vectorizer and encoder), fits a
+:class:`~xmc_core.calibration.calibrator.Calibrator` on its top ``predict.topk`` predictions
+and returns the model with it. A corpus whose carve would hold fewer than
+``calibration.min_docs`` documents is not carved; its model is uncalibrated, and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from xmc_core.calibration.calibrator import Calibrator
+from xmc_core.config import CalibrationConfig, XmcConfig
+from xmc_core.corpus import Corpus
+from xmc_core.corpus.carve import Carve, carve_share, write_carve
+from xmc_core.errors import InputError
+from xmc_core.model.xmc_model import XmcModel
+from xmc_core.stages.graph import Runner, Stage
+
+log = logging.getLogger(__name__)
+
+
+def carve_docs(corpus: Corpus, cfg: CalibrationConfig) -> int:
+    """About how many training documents the carve of ``corpus`` holds out (the share of
+    :func:`~xmc_core.corpus.carve.carve_share` of its training rows)."""
+    n_train = corpus.manifest.splits["train"].rows
+    return int(carve_share(n_train, cfg.fraction, cfg.max_docs) * n_train)
+
+
+def carve(corpus: Corpus, cfg: CalibrationConfig, out: Path) -> None:
+    """Write the :class:`~xmc_core.corpus.carve.Carve` of ``corpus`` into ``out``."""
+    write_carve(corpus.path, out, cfg.fraction, cfg.max_docs, cfg.seed)
+
+
+def calibrate(model: XmcModel, carve: Carve, cfg: CalibrationConfig) -> XmcModel:
+    """``model`` with a calibrator fitted on its top ``predict.topk`` predictions of the
+    carve's held-out documents."""
+    held = model.encode_split(carve.held, "train")
+    k = model.ranker.predict_cfg.topk
+    scores = model.predict_features(held.X, topk=k)
+    return model.with_calibrator(Calibrator.fit(scores, held.Y, k, model.label_counts, cfg.seed))
+
+
+def describe_carve(c: Carve) -> str:
+    held, kept = (x.manifest.splits["train"].rows for x in (c.held, c.training))
+    return f"{held} training documents held out for calibration, {kept} to train on"
+
+
+def describe_calibrated(model: XmcModel) -> str:
+    c = model.calibrator
+    if c is None:
+        return "uncalibrated"
+    chosen = f"{c.fallback.kind}/{c.grouping}"
+    return f"{chosen} map, held-out Brier score {c.choice.get(chosen, float('nan')):.4f}"
+
+
+CARVE = Stage(
+    "carve", carve, Carve, {"corpus": Corpus}, writes_folder=True, describe=describe_carve
+)
+CALIBRATE = Stage(
+    "calibrate", calibrate, XmcModel, {"model": XmcModel, "carve": Carve},
+    describe=describe_calibrated,
+)  # fmt: skip
+
+
+def carved(run: Runner, corpus: Any, cfg: XmcConfig) -> tuple[Any, Any]:
+    """The corpus to train on and the carve's handle (None: no carve, the corpus itself)."""
+    c = cfg.calibration
+    n = carve_docs(run.value(corpus), c) if c.enabled else 0
+    if cfg.predict.threshold is not None and n < c.min_docs:
+        raise InputError(
+            run.value(corpus).path,
+            f"predict.threshold={cfg.predict.threshold} needs a calibrated model, and "
+            + ("calibration.enabled is false" if not c.enabled else f"the carve would hold out "
+               f"about {n} training documents, fewer than calibration.min_docs={c.min_docs}"),
+            "leave predict.threshold unset, or calibrate: calibration.enabled=true with a "
+            "larger calibration.fraction (or a lower calibration.min_docs)",
+        )  # fmt: skip
+    if not c.enabled:
+        return corpus, None
+    if n < c.min_docs:
+        log.info(
+            "calibration: the carve would hold out about %d training documents, fewer than "
+            "calibration.min_docs=%d: the model is trained on every one and is uncalibrated",
+            n, c.min_docs,
+        )  # fmt: skip
+        return corpus, None
+    held = run(CARVE, corpus=corpus, cfg=c)
+    return run.source(Corpus, str(run.value(held).training.path)), held
+
+
+def calibrated(run: Runner, outs: dict[str, Any], carve: Any, cfg: XmcConfig) -> dict[str, Any]:
+    """A family graph's handles ``outs`` with its ``model`` calibrated on ``carve`` (None:
+    ``outs`` as they are)."""
+    if carve is None:
+        return outs
+    return {**outs, "model": run(CALIBRATE, model=outs["model"], carve=carve,
+                                  cfg=cfg.calibration)}  # fmt: skip
