@@ -35,7 +35,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "xmc_core.neural_loop",
     )),
     ("frame", (
-        "xmc_core.model.xmc_model", "xmc_core.model.model_folder", "xmc_core.families.common",
+        "xmc_core.model.xmc_model", "xmc_core.model.model_folder", "xmc_core.model.layout",
+        "xmc_core.families.common",
         "xmc_core.families.featurize", "xmc_core.families.matrices", "xmc_core.families.train",
         "xmc_core.families.configured", "xmc_core.families.warm", "xmc_core.families.calibrate",
         "xmc_core.intake",

@@ -190,6 +190,9 @@ class CalibrationConfig(Section):
     fraction: float = Field(0.05, gt=0, lt=0.5, description="share of training docs held out")
     max_docs: int = Field(5000, ge=1, description="at most this many training docs held out")
     min_docs: int = Field(100, ge=1, description="no carve (uncalibrated) below this many")
+    label_min_docs: int = Field(
+        5, ge=1, description="relevant carve docs a label needs for its own tuned threshold"
+    )
     seed: int = 0
 
 

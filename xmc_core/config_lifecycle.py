@@ -37,8 +37,10 @@ class RegistryConfig(Section):
     training corpus (``xmc_core.corpus.lineage``: ``xmc-reuters``, ``xmc-synthetic``), so each
     dataset gets its own model and champion by default. A new version takes the alias when it
     was trained on the holder's lineage and its ``metric`` on the held-out split is at least the
-    holder's plus ``margin`` (both evaluated on the same documents); the first version of a
-    model takes it unconditionally; a version of another lineage is never compared.
+    holder's plus ``margin`` (both evaluated on the same documents), and, with
+    ``max_ece_increase``, its ``ece_metric`` is at most the holder's plus that (a calibrated
+    holder's alias never goes to an uncalibrated version then); the first version of a model
+    takes it unconditionally; a version of another lineage is never compared.
     """
 
     enabled: bool = True
@@ -50,6 +52,11 @@ class RegistryConfig(Section):
     metric: str = Field("P@1", pattern=r"^(P|nDCG|R|PSP)@\d+$")
     margin: float = Field(0.001, ge=0, description="required gain, as a fraction (0.001 = 0.1 pt)")
     eval_split: Literal["test"] = "test"
+    ece_metric: str = Field("ECE@5", pattern=r"^ECE@\d+$", description="with max_ece_increase")
+    max_ece_increase: float | None = Field(
+        None, ge=0, description="calibration may not get worse by more (a fraction); null: "
+        "not checked",
+    )  # fmt: skip
 
     @field_validator("model_name")
     @classmethod

@@ -107,3 +107,26 @@ class PredictConfig(Section):
         "(a calibrated model); null: the topk best",
     )  # fmt: skip
     at_least_one: bool = Field(False, description="with threshold: each document's best label too")
+    threshold_policy: Literal["fixed", "micro_f1", "macro_f1", "sum"] = Field(
+        "fixed", description="fixed: threshold as given; else the threshold tuned on the "
+        "calibration carve for micro-F1, macro-F1 or their sum",
+    )  # fmt: skip
+    threshold_per_label: bool = Field(
+        False, description="a tuned policy: each label with calibration.label_min_docs relevant "
+        "carve documents gets its own threshold too, the best for its F1",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> PredictConfig:
+        if self.threshold_policy != "fixed" and self.threshold is not None:
+            raise ValueError(
+                f"threshold={self.threshold} with threshold_policy={self.threshold_policy}: "
+                "a tuned policy chooses the threshold; set threshold_policy=fixed, or leave "
+                "threshold unset"
+            )
+        return self
+
+    @property
+    def thresholded(self) -> bool:
+        """Whether predictions are cut at a probability (given, or tuned on the carve)."""
+        return self.threshold is not None or self.threshold_policy != "fixed"

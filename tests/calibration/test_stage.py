@@ -15,6 +15,7 @@ import pytest
 
 from tests.model_helpers import write_small_corpus
 from xmc_core.app.commands import predict
+from xmc_core.app.describe import describe_model, format_model
 from xmc_core.app.predictions import ranked_lists
 from xmc_core.calibration.metrics import ece_at_k
 from xmc_core.config import XmcConfig
@@ -139,6 +140,9 @@ def test_a_model_saved_before_calibration_loads_uncalibrated(tmp_path: Path) -> 
     shutil.copytree(SAVED, tmp_path / "old")
     model = XmcModel.load(tmp_path / "old")
     assert model.calibrator is None
+    assert "calibration: none: the model has scores, not probabilities" in format_model(
+        describe_model(tmp_path / "old")
+    )
     cols = ranked_lists(model, model.predict(["crude oil prices"], 3))
     assert cols["probabilities"] == [None] and len(cols["labels"][0]) > 0
     with pytest.raises(XmcError, match="uncalibrated"):
@@ -160,3 +164,56 @@ def test_the_server_answers_probabilities_and_a_requests_threshold(trained: dict
         assert [p["labels"] for p in got] == want["labels"]
         for p, probs in zip(got, want["probabilities"], strict=True):
             assert p["probabilities"] == pytest.approx(probs)
+
+
+def test_a_tuned_policy_saves_its_thresholds_and_predictions_use_them(
+    dataset: Path, tmp_path: Path
+) -> None:
+    sets = [*CARVE, "predict.threshold_policy=sum", "predict.threshold_per_label=true"]
+    out = train_in_process(Corpus(dataset), config(tmp_path / "w", *sets))
+    model, tuned = out["model"], out["model"].calibrator.thresholds
+    assert tuned is not None and tuned.objective == "sum" and 0 <= tuned.value <= 1
+    assert tuned.per_label.shape == (len(model.labels),)
+    assert np.array_equal(model.cut()[0], tuned.per_label) and model.cut(0.3)[0] == 0.3
+    model.save(tmp_path / "m")
+    loaded = XmcModel.load(tmp_path / "m")
+    assert np.array_equal(loaded.cut()[0], tuned.per_label)
+    info = format_model(describe_model(tmp_path / "m"))
+    assert f"threshold {tuned.value:.3f} tuned for sum, and per label" in info
+    scores = loaded.predict_features(out["test"].X, topk=10)
+    cols = ranked_lists(loaded, scores, *loaded.cut())
+    ids = {name: i for i, name in enumerate(loaded.labels.decode(np.arange(len(loaded.labels))))}
+    kept = [
+        (n, p)
+        for row in zip(cols["labels"], cols["probabilities"], strict=True)
+        for n, p in zip(*row, strict=True)
+    ]
+    assert kept and all(np.float32(p) >= np.float32(tuned.per_label[ids[n]]) for n, p in kept)
+    values = out["evaluation"].values
+    assert {"micro-F1", "macro-F1", "precision", "recall"} <= set(values)
+    assert 0 < values["micro-F1"] <= 1
+
+
+def test_a_fixed_threshold_and_a_tuned_policy_are_refused_together(tmp_path: Path) -> None:
+    from xmc_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a tuned policy chooses the threshold"):
+        config(tmp_path, "predict.threshold=0.5", "predict.threshold_policy=micro_f1")
+
+
+def test_the_diagnostics_draw_the_reliability_of_a_calibrated_model(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    from xmc_core.config import EvalConfig
+    from xmc_core.families.common import diagnose
+    from xmc_core.model.xmc_model import ModelRanker
+
+    trained["model"].save(tmp_path / "m")
+    loaded = ModelRanker.load(tmp_path / "m")  # as the flow's diagnostics task loads it
+    assert loaded.calibrator is not None
+    d = diagnose(loaded, trained["train"], trained["test"], None, EvalConfig(), 1000)
+    test = d.report["reliability"]["test"]
+    assert test["k"] == 5 and sum(test["counts"]) == 5 * trained["test"].X.shape[0]
+    assert test["ece"] == pytest.approx(trained["evaluation"].values["ECE@5"])
+    d.save(tmp_path / "d")
+    assert (tmp_path / "d" / "plots" / "reliability.png").stat().st_size > 1000

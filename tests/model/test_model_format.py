@@ -17,7 +17,8 @@ from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.errors import ArtifactError
 from xmc_core.model import registry
-from xmc_core.model.xmc_model import MODEL_FORMAT, XmcModel, model_layout
+from xmc_core.model.layout import MODEL_FORMAT, model_layout
+from xmc_core.model.xmc_model import XmcModel
 from xmc_core.storage.artifacts import write_meta
 
 SAVED = Path(__file__).parent / "saved"

@@ -14,7 +14,7 @@ from typing import BinaryIO
 import numpy as np
 import scipy.sparse as sp
 
-from xmc_core.app.predictions import model_cut, ranked_lists
+from xmc_core.app.predictions import ranked_lists
 from xmc_core.app.summary import RunSummary, cache_line, members_line
 from xmc_core.config import DEFAULT_ROWS_PER_GROUP, XmcConfig
 from xmc_core.corpus import Corpus
@@ -177,10 +177,10 @@ def _write_records(
     threshold: float | None,
 ) -> int:  # fmt: skip
     """Write one JSON line ``{"doc_id", "labels", "scores"}`` per document, with
-    ``"probabilities"`` for a calibrated model (``threshold``: :func:`model_cut`); returns the
-    count."""
+    ``"probabilities"`` for a calibrated model (``threshold``: see
+    :meth:`~xmc_core.model.xmc_model.XmcModel.cut`); returns the count."""
     n = 0
-    cut = model_cut(model, threshold)
+    cut = model.cut(threshold)
     for ids, scores in batches:
         cols = ranked_lists(model, scores, *cut)
         if model.calibrator is None:

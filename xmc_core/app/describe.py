@@ -23,8 +23,8 @@ from xmc_core.corpus.lineage import describe as describe_lineage
 from xmc_core.corpus.schema import SPLITS
 from xmc_core.errors import ArtifactError
 from xmc_core.evaluation.metrics import format_metrics
+from xmc_core.model.layout import model_layout
 from xmc_core.model.model_folder import CONFIG_FILE, METRICS_FILE, TRAINING_FILE
-from xmc_core.model.xmc_model import model_layout
 from xmc_core.progress import byte_size
 from xmc_core.storage.artifacts import read_meta
 from xmc_core.storage.npz_guard import npz_members
@@ -53,6 +53,7 @@ def describe_model(folder: Path) -> dict[str, Any]:
         "vectorizer": _vectorizer(folder / "vectorizer"),
         "encoder": _encoder(folder, layout, config),
         "ranker": _ranker(folder / "ranker", layout["ranker"]),
+        "calibration": _calibration(folder, layout),
         "config": config,
         "metrics": _read_optional(folder / METRICS_FILE, json.loads),
         "sizes": _sizes(folder),
@@ -181,6 +182,7 @@ def format_model(d: dict[str, Any], config_all: bool = False) -> str:
         f"labels: {_n(d['n_labels'])} (training documents: {_n(d['n_train_docs'])})",
         *_encoder_lines(d),
         *_ranker_lines(d["ranker"]),
+        f"calibration: {_calibration_line(d['calibration'])}",
     ]
     if d["config"] is not None:
         changes = config_changes(d["config"], config_all)
@@ -195,6 +197,31 @@ def format_model(d: dict[str, Any], config_all: bool = False) -> str:
     parts = ", ".join(f"{k} {byte_size(v)}" for v, k in by_size)
     lines.append(f"files: {byte_size(sizes['total'])} ({parts})")
     return "\n".join(lines)
+
+
+def _calibration(folder: Path, layout: dict[str, Any]) -> dict[str, Any] | None:
+    """The calibrator's map and thresholds, from its ``meta.json`` (None: uncalibrated)."""
+    if layout.get("calibration") is None:
+        return None
+    meta = _part_meta(folder / layout["calibration"])
+    tuned = (
+        _part_meta(folder / layout["calibration"] / "thresholds") if meta.get("thresholds") else {}
+    )
+    return {
+        "map": f"{meta.get('fallback', {}).get('kind')}/{meta.get('grouping')}",
+        "thresholds": {k: tuned[k] for k in ("objective", "value", "per_label") if k in tuned}
+        or None,
+    }
+
+
+def _calibration_line(c: dict[str, Any] | None) -> str:
+    if c is None:
+        return "none: the model has scores, not probabilities (retrain it to calibrate)"
+    t = c["thresholds"]
+    if not t:
+        return f"{c['map']} map, no tuned threshold"
+    own = ", and per label" if t.get("per_label") else ""
+    return f"{c['map']} map, threshold {t.get('value'):.3f} tuned for {t.get('objective')}{own}"
 
 
 def _trained_on(record: dict[str, Any] | None) -> str:

@@ -41,7 +41,7 @@ PREDICTIONS_SCHEMA = pa.schema(
 
 
 def ranked_arrays(
-    model: XmcModel, scores: sp.csr_matrix, threshold: float | None = None,
+    model: XmcModel, scores: sp.csr_matrix, threshold: float | np.ndarray | None = None,
     at_least_one: bool = False,
 ) -> dict[str, pa.ListArray]:  # fmt: skip
     """``labels`` list<string>, ``scores`` list<float32> and ``probabilities`` list<float32>
@@ -69,11 +69,13 @@ def ranked_arrays(
 
 
 def _cut(
-    ranked: RankedRows, probs: np.ndarray, threshold: float, at_least_one: bool
+    ranked: RankedRows, probs: np.ndarray, threshold: float | np.ndarray, at_least_one: bool
 ) -> tuple[RankedRows, np.ndarray]:
     """The entries of ``ranked`` (and their ``probs``) whose probability reaches
-    ``threshold`` (``at_least_one``: and each row's first); compared as written, float32."""
-    keep = probs.astype(np.float32) >= np.float32(threshold)
+    ``threshold`` (one, or float (n_labels,) per label; ``at_least_one``: and each row's
+    first); compared as written, float32."""
+    limit = np.asarray(threshold, dtype=np.float32)
+    keep = probs.astype(np.float32) >= (limit if limit.ndim == 0 else limit[ranked.cols])
     lengths = np.diff(ranked.offsets)
     if at_least_one:
         keep[ranked.offsets[:-1][lengths > 0]] = True
@@ -84,15 +86,8 @@ def _cut(
     return cut, probs[keep]
 
 
-def model_cut(model: XmcModel, threshold: float | None) -> tuple[float | None, bool]:
-    """The threshold a prediction of ``model`` uses (``threshold``, else the model's own
-    ``predict.threshold``) and its ``predict.at_least_one``."""
-    own = model.ranker.predict_cfg
-    return (own.threshold if threshold is None else threshold), own.at_least_one
-
-
 def ranked_lists(
-    model: XmcModel, scores: sp.csr_matrix, threshold: float | None = None,
+    model: XmcModel, scores: sp.csr_matrix, threshold: float | np.ndarray | None = None,
     at_least_one: bool = False,
 ) -> dict[str, list[list[Any]] | list[None]]:  # fmt: skip
     """:func:`ranked_arrays` as Python lists: each document's labels, scores and probabilities
@@ -103,7 +98,7 @@ def ranked_lists(
 
 def predictions_table(
     doc_ids: pa.Array | Sequence[str], model: XmcModel, scores: sp.csr_matrix,
-    threshold: float | None = None, at_least_one: bool = False,
+    threshold: float | np.ndarray | None = None, at_least_one: bool = False,
 ) -> pa.Table:  # fmt: skip
     """A :data:`PREDICTIONS_SCHEMA` table: one row per document of ``scores`` csr (n_docs,
     n_labels) (``threshold``, ``at_least_one``: as :func:`ranked_arrays`)."""
@@ -118,14 +113,14 @@ def predict_partition(
 ) -> pa.Table:  # fmt: skip
     """Predictions of one partition of a dataset folder (featurized with the model's own
     vectorizer; with the embeddings of the texts for an XR-Transformer model); ``threshold``
-    None: the model's own (:func:`model_cut`)."""
+    None: the model's own (:meth:`~xmc_core.model.xmc_model.XmcModel.cut`)."""
     counts = stages.count_partition(corpus, ref, model.vectorizer.tokenizer)
     feats = stages.featurize_partition(corpus, ref, counts, model.vectorizer, model.labels)
     X = feats.X
     if model.encoder.uses_text:
         X = model.features(X, corpus.read_partition(ref, ["text"]).column("text"))
     scores = model.predict_features(X, topk, beam)
-    return predictions_table(feats.doc_ids, model, scores, *model_cut(model, threshold))
+    return predictions_table(feats.doc_ids, model, scores, *model.cut(threshold))
 
 
 def predict_lines(
@@ -135,7 +130,7 @@ def predict_lines(
     """Predictions of ``(line number, text)`` pairs; document ids are ``line-N``."""
     ids = [f"line-{lineno}" for lineno, _ in lines]
     scores = model.predict([t for _, t in lines], topk, beam)
-    return predictions_table(ids, model, scores, *model_cut(model, threshold))
+    return predictions_table(ids, model, scores, *model.cut(threshold))
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ wins and is fitted again on the whole carve. A group with fewer than :data:`MIN_
 pairs to fit on uses the map of all predictions. Every map is monotone in the score, so within a
 group the order of the labels is kept.
 
-Saved as a folder: ``meta.json`` (the maps' JSON, the grouping, what the choice saw), no pickle;
-:meth:`Calibrator.load` checks what it reads.
+A calibrator can carry the thresholds tuned on the same carve (:mod:`.thresholds`). Saved as a
+folder: ``meta.json`` (the maps' JSON, the grouping, what the choice saw) and ``thresholds/``
+when tuned, no pickle; :meth:`Calibrator.load` checks what it reads.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import scipy.sparse as sp
 
 from xmc_core.calibration.maps import IsotonicMap, PlattMap, ScoreMap, map_from_dict
 from xmc_core.calibration.metrics import row_ranks, top_k_pairs
+from xmc_core.calibration.thresholds import Thresholds
 from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.storage.artifacts import meta_fields, read_meta, write_meta
 
@@ -36,18 +38,21 @@ FREQUENCY_EDGES = (1, 11, 101)
 """Group boundaries by the label's training documents: 0, 1-10, 11-100, 101 and more."""
 MIN_GROUP_PAIRS = 50
 """Pairs a group needs to get its own map."""
+THRESHOLDS_DIR = "thresholds"
 
 
 @dataclass(frozen=True)
 class Calibrator:
     """``grouping``: how predictions are grouped; ``maps``: one per group (index 0 .. the
     number of groups - 1), None where the group uses ``fallback``, the map of all predictions;
-    ``choice``: the held-out Brier score of every candidate, ``"{kind}/{grouping}"``."""
+    ``choice``: the held-out Brier score of every candidate, ``"{kind}/{grouping}"``;
+    ``thresholds``: tuned on the carve (None: not tuned)."""
 
     grouping: Grouping
     fallback: ScoreMap
     maps: tuple[ScoreMap | None, ...] = ()
     choice: dict[str, float] = field(default_factory=dict)
+    thresholds: Thresholds | None = None
 
     @classmethod
     def fit(
@@ -106,15 +111,19 @@ class Calibrator:
     def save(self, folder: str | Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        if self.thresholds is not None:
+            self.thresholds.save(folder / THRESHOLDS_DIR)
         write_meta(folder, "Calibrator", {
             "grouping": self.grouping,
             "fallback": self.fallback.to_dict(),
             "maps": [None if m is None else m.to_dict() for m in self.maps],
-            "choice": self.choice,
+            "choice": self.choice, "thresholds": self.thresholds is not None,
         })  # fmt: skip
 
     @classmethod
-    def load(cls, folder: str | Path) -> Calibrator:
+    def load(cls, folder: str | Path, n_labels: int | None = None) -> Calibrator:
+        """Read a folder :meth:`save` wrote (``n_labels``: the model's, which per-label
+        thresholds must match)."""
         meta = read_meta(folder, "Calibrator")
         with meta_fields(folder):
             grouping = meta["grouping"]
@@ -124,7 +133,10 @@ class Calibrator:
             if len(maps) != _n_groups(grouping):
                 raise ValueError(f"{len(maps)} maps for grouping {grouping}")
             choice = {str(k): float(v) for k, v in dict(meta["choice"]).items()}
-            return cls(grouping, map_from_dict(meta["fallback"]), maps, choice)
+            tuned = None
+            if meta.get("thresholds"):
+                tuned = Thresholds.load(Path(folder) / THRESHOLDS_DIR, n_labels)
+            return cls(grouping, map_from_dict(meta["fallback"]), maps, choice, tuned)
 
 
 def _fitted(

@@ -26,6 +26,8 @@ from xmc_core.linear.beam import pair_labels
 
 N_BINS = 10
 """Equal-width probability bins of the reliability diagram and ECE."""
+DEFAULT_THRESHOLD = 0.5
+"""The threshold a calibrated model's F1s are reported at when it has none of its own."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,13 @@ def _check_shapes(P: sp.spmatrix, Y: sp.spmatrix) -> None:
         )
 
 
-def ece_metrics(P: sp.spmatrix, Y: sp.spmatrix, ks: list[int]) -> dict[str, float]:
-    """``ECE@k`` of probabilities ``P`` against ``Y`` for each ``k`` of ``ks``."""
-    return {f"ECE@{k}": ece_at_k(P, Y, k) for k in ks}
+def calibration_metrics(
+    P: sp.spmatrix, Y: sp.spmatrix, ks: list[int], threshold: float | np.ndarray
+) -> dict[str, float]:
+    """``ECE@k`` of probabilities ``P`` against ``Y`` for each ``k`` of ``ks``, and
+    ``precision``, ``recall``, ``micro-F1`` and ``macro-F1`` at ``threshold``
+    (:func:`threshold_scores`)."""
+    at = threshold_scores(P, Y, threshold)
+    names = {"precision": "precision", "recall": "recall", "micro_f1": "micro-F1",
+             "macro_f1": "macro-F1"}  # fmt: skip
+    return {f"ECE@{k}": ece_at_k(P, Y, k) for k in ks} | {names[n]: v for n, v in at.items()}

@@ -8,6 +8,8 @@
   teacher-forced (doc, node) pairs (train vs test: over-fitting per level).
 - :func:`matcher_loss_history`: XR-Transformer's matcher loss curve per level, read from the
   checkpoints' ``meta.json`` (no torch).
+- :func:`reliability_of`: a calibrated model's reliability diagram of its top-k probabilities
+  (per probability bin, the mean probability against the share relevant).
 
 Everything is plain numpy / scipy on a loaded ranker; :class:`Diagnostics` gathers them for a
 trained model (the per-level ones for a tree ranker) and saves them with their plots.
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from xmc_core.calibration.metrics import reliability, top_k_pairs
 from xmc_core.config import EvalConfig, RankerConfig
 from xmc_core.evaluation.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
 from xmc_core.features.split_features import SplitFeatures
@@ -38,6 +41,7 @@ from xmc_core.storage.atomic import write_json
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from xmc_core.calibration.calibrator import Calibrator
     from xmc_core.model.contract import Ranker
 
 PAIRS_PER_CHUNK = 1 << 21
@@ -200,6 +204,15 @@ def _loss(margins: np.ndarray, kind: str) -> np.ndarray:
     return np.square(np.maximum(0.0, 1.0 - margins))
 
 
+def reliability_of(P: sp.spmatrix, Y: sp.spmatrix, k: int) -> dict[str, Any]:
+    """The reliability diagram of the top ``k`` probabilities of every document of ``P``:
+    ``k``, ``ece`` and, per bin, ``counts``, ``confidence`` and ``accuracy``."""
+    pairs = top_k_pairs(P, Y, k)
+    r = reliability(pairs.values, pairs.relevant)
+    return {"k": k, "ece": r.ece, "counts": r.counts.tolist(),
+            "confidence": r.confidence.tolist(), "accuracy": r.accuracy.tolist()}  # fmt: skip
+
+
 DIAGNOSTICS_FILE = "diagnostics.json"
 PLOTS_DIR = "plots"
 MAX_DOCS = 20_000
@@ -230,9 +243,11 @@ class Diagnostics:
         eval_cfg: EvalConfig,
         matcher_checkpoints: Sequence[str | Path] = (),
         max_docs: int = MAX_DOCS,
+        calibrator: Calibrator | None = None,
     ) -> Diagnostics:
         """``splits``: the model's input (for XR-Transformer the embedded splits), sampled to
-        at most ``max_docs`` documents each (seeded)."""
+        at most ``max_docs`` documents each (seeded); ``calibrator``: a calibrated model's
+        (its reliability diagram)."""
         beam_size = ranker.predict_cfg.beam_size
         kmax = max(MIN_KMAX, *eval_cfg.ks)
         k_recall = max(eval_cfg.ks)
@@ -242,6 +257,7 @@ class Diagnostics:
             "loss": ranker.ranker.loss if tree else None,
             "kmax": kmax, "recall_k": k_recall, "n_docs": {}, "k_curves": {},
             "recall_by_frequency": {}, "beam_recall": {}, "training_loss": {},
+            "reliability": {},
         }  # fmt: skip
         if not tree:
             log.info("diagnostics: beam recall and loss per level skipped: the ranker has no tree")
@@ -263,6 +279,9 @@ class Diagnostics:
             out["recall_by_frequency"][split] = recall_by_frequency(
                 Y, scores, label_counts, k_recall
             )
+            if calibrator is not None:
+                P = calibrator.probabilities(scores, label_counts)
+                out["reliability"][split] = reliability_of(P, Y, k_recall)
             if isinstance(ranker, XRLinearModel):
                 if split not in out["beam_recall"]:
                     out["beam_recall"][split] = beam_recall_per_level(ranker, X, Y, beam_size)

@@ -25,6 +25,7 @@ TITLES = {
     "beam_recall": "Beam recall per tree level",
     "training_loss": "Ranker loss per tree level",
     "matcher_loss": "Matcher training loss",
+    "reliability": "Reliability of the top-k probabilities",
 }
 """Title of each plot (by the name :func:`write_plots` gives it) in reports."""
 
@@ -121,6 +122,27 @@ def plot_matcher_loss(history: Mapping[int, Sequence[tuple[int, float]]], path: 
     return _save(fig, path)
 
 
+def plot_reliability(diagrams: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
+    """Per split, the share of the top-k predictions that are relevant against their mean
+    probability, bin by bin (the diagonal: perfectly calibrated), with each split's ECE@k."""
+    fig, (ax,) = _figure(1, 1, (5, 4.5))
+    ax.plot([0, 100], [0, 100], color="grey", linestyle="--", linewidth=1, label="calibrated")
+    k = 0
+    for split, d in diagrams.items():
+        k = d["k"]
+        shown = [i for i, n in enumerate(d["counts"]) if n > 0]
+        ax.plot(
+            [100 * d["confidence"][i] for i in shown], [100 * d["accuracy"][i] for i in shown],
+            marker="o", label=f"{split} (ECE@{k} {100 * d['ece']:.2f}%)",
+        )  # fmt: skip
+    ax.set(
+        title=f"Reliability of the top {k} probabilities", xlabel="mean probability (%)",
+        ylabel="relevant (%)", xlim=(0, 100), ylim=(0, 100),
+    )  # fmt: skip
+    _finish(ax, bool(diagrams))
+    return _save(fig, path)
+
+
 def _figure(rows: int, cols: int, size: tuple[float, float]) -> tuple[Figure, list[Axes]]:
     """A figure on its own Agg canvas (no pyplot state) and its axes, flattened."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -181,4 +203,6 @@ def write_plots(report: dict[str, Any], folder: Path) -> dict[str, str]:
     if report["matcher_loss"]:
         history = {int(level): points for level, points in report["matcher_loss"].items()}
         written.append(plot_matcher_loss(history, folder / "matcher_loss.png"))
+    if report.get("reliability"):  # absent: an uncalibrated model, or an older report
+        written.append(plot_reliability(report["reliability"], folder / "reliability.png"))
     return {path.stem: path.name for path in written}

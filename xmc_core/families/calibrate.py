@@ -13,11 +13,13 @@ and returns the model with it. A corpus whose carve would hold fewer than
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from xmc_core.calibration.calibrator import Calibrator
-from xmc_core.config import CalibrationConfig, XmcConfig
+from xmc_core.calibration.thresholds import Thresholds
+from xmc_core.config import CalibrationConfig, PredictConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.carve import Carve, carve_share, write_carve
 from xmc_core.errors import InputError
@@ -39,13 +41,23 @@ def carve(corpus: Corpus, cfg: CalibrationConfig, out: Path) -> None:
     write_carve(corpus.path, out, cfg.fraction, cfg.max_docs, cfg.seed)
 
 
-def calibrate(model: XmcModel, carve: Carve, cfg: CalibrationConfig) -> XmcModel:
+def calibrate(
+    model: XmcModel, carve: Carve, cfg: CalibrationConfig, predict: PredictConfig
+) -> XmcModel:
     """``model`` with a calibrator fitted on its top ``predict.topk`` predictions of the
-    carve's held-out documents."""
+    carve's held-out documents, and the thresholds of ``predict.threshold_policy`` tuned on
+    them when it is not ``fixed``."""
     held = model.encode_split(carve.held, "train")
-    k = model.ranker.predict_cfg.topk
+    k = predict.topk
     scores = model.predict_features(held.X, topk=k)
-    return model.with_calibrator(Calibrator.fit(scores, held.Y, k, model.label_counts, cfg.seed))
+    calibrator = Calibrator.fit(scores, held.Y, k, model.label_counts, cfg.seed)
+    if predict.threshold_policy != "fixed":
+        P = calibrator.probabilities(scores, model.label_counts)
+        tuned = Thresholds.tune(
+            P, held.Y, predict.threshold_policy, predict.threshold_per_label, cfg.label_min_docs
+        )
+        calibrator = replace(calibrator, thresholds=tuned)
+    return model.with_calibrator(calibrator)
 
 
 def describe_carve(c: Carve) -> str:
@@ -58,7 +70,12 @@ def describe_calibrated(model: XmcModel) -> str:
     if c is None:
         return "uncalibrated"
     chosen = f"{c.fallback.kind}/{c.grouping}"
-    return f"{chosen} map, held-out Brier score {c.choice.get(chosen, float('nan')):.4f}"
+    line = f"{chosen} map, held-out Brier score {c.choice.get(chosen, float('nan')):.4f}"
+    t = c.thresholds
+    if t is not None:
+        own = "" if t.per_label is None else f", {int((t.per_label != t.value).sum())} labels' own"
+        line += f"; threshold {t.value:.3f} for {t.objective}{own}"
+    return line
 
 
 CARVE = Stage(
@@ -74,13 +91,17 @@ def carved(run: Runner, corpus: Any, cfg: XmcConfig) -> tuple[Any, Any]:
     """The corpus to train on and the carve's handle (None: no carve, the corpus itself)."""
     c = cfg.calibration
     n = carve_docs(run.value(corpus), c) if c.enabled else 0
-    if cfg.predict.threshold is not None and n < c.min_docs:
+    if cfg.predict.thresholded and n < c.min_docs:
+        what = (
+            f"predict.threshold={cfg.predict.threshold}" if cfg.predict.threshold is not None
+            else f"predict.threshold_policy={cfg.predict.threshold_policy}"
+        )  # fmt: skip
         raise InputError(
             run.value(corpus).path,
-            f"predict.threshold={cfg.predict.threshold} needs a calibrated model, and "
+            f"{what} needs a calibrated model, and "
             + ("calibration.enabled is false" if not c.enabled else f"the carve would hold out "
                f"about {n} training documents, fewer than calibration.min_docs={c.min_docs}"),
-            "leave predict.threshold unset, or calibrate: calibration.enabled=true with a "
+            "leave the threshold unset, or calibrate: calibration.enabled=true with a "
             "larger calibration.fraction (or a lower calibration.min_docs)",
         )  # fmt: skip
     if not c.enabled:
@@ -102,4 +123,4 @@ def calibrated(run: Runner, outs: dict[str, Any], carve: Any, cfg: XmcConfig) ->
     if carve is None:
         return outs
     return {**outs, "model": run(CALIBRATE, model=outs["model"], carve=carve,
-                                  cfg=cfg.calibration)}  # fmt: skip
+                                  cfg=cfg.calibration, predict=cfg.predict)}  # fmt: skip

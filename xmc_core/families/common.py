@@ -105,7 +105,7 @@ def diagnose(
     levels of an XR-Transformer, for their loss history)."""
     return Diagnostics.compute(
         model.ranker, model.label_counts, {"train": train, "test": test}, eval_cfg,
-        [c.folder for c in checkpoints or []], max_docs,
+        [c.folder for c in checkpoints or []], max_docs, model.calibrator,
     )  # fmt: skip
 
 

@@ -9,7 +9,6 @@ pickle anywhere.
 
 from __future__ import annotations
 
-import json
 import logging
 from itertools import pairwise
 from pathlib import Path
@@ -21,16 +20,16 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from xmc_core.calibration.calibrator import Calibrator
-from xmc_core.errors import ArtifactError, XmcError
+from xmc_core.errors import XmcError
 from xmc_core.evaluation.ranking import RankedRows, top_k
 from xmc_core.features.labels import LabelIndex
 from xmc_core.features.tfidf import TfidfVectorizer
 from xmc_core.model import registry
 from xmc_core.model.contract import Encoder, Ranker
+from xmc_core.model.layout import CALIBRATION_DIR, MODEL_FORMAT, model_layout, vectorizer_class
 from xmc_core.model.model_folder import write_records
-from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
+from xmc_core.storage.artifacts import load_arrays, read_meta, save_arrays, write_meta
 from xmc_core.storage.atomic import atomic_dir
-from xmc_core.storage.paths import require_model_folder
 
 if TYPE_CHECKING:
     from xmc_core.config import EvalConfig, XmcConfig
@@ -39,12 +38,6 @@ if TYPE_CHECKING:
     from xmc_core.features.split_features import SplitFeatures
 
 log = logging.getLogger(__name__)
-
-CALIBRATION_DIR = "calibration"
-"""The folder of a calibrated model's :class:`~xmc_core.calibration.calibrator.Calibrator`."""
-MODEL_FORMAT = 2
-"""Layout of an ``XmcModel`` folder: 2 = parts named in meta.json (``encoder/``, ``ranker/``);
-1 (no ``model_format`` field) = ``kind`` xr-linear / xr-transformer (``embedding/``)."""
 
 
 class TfidfEncoder:
@@ -127,6 +120,16 @@ class XmcModel:
         """The probability of each entry of ``ranked`` (its scores, rows best first)."""
         return self.calibrated().ranked_probabilities(ranked, self.label_counts)
 
+    def cut(self, threshold: float | None = None) -> tuple[float | np.ndarray | None, bool]:
+        """The threshold predictions are cut at (``threshold``; else the one tuned on the
+        carve, float or float64 (n_labels,) per label; else ``predict.threshold``; None: no
+        cut) and ``predict.at_least_one``."""
+        own = self.ranker.predict_cfg
+        tuned = None if self.calibrator is None else self.calibrator.thresholds
+        if threshold is None and tuned is not None:
+            return (tuned.value if tuned.per_label is None else tuned.per_label), own.at_least_one
+        return (own.threshold if threshold is None else threshold), own.at_least_one
+
     def calibrated(self) -> Calibrator:
         """The calibrator; an uncalibrated model is an error saying how to get one."""
         if self.calibrator is None:
@@ -199,8 +202,9 @@ class XmcModel:
         """P@k, nDCG@k, R@k and PSP@k on an encoded split (predicting the top max(ks, topk),
         at least 10); when the split holds labels the model has no training document of (in
         its index or not): ``R@5 unseen``, ``R@10 unseen``, ``P@1 seen`` and ``P@5 seen``
-        (:mod:`xmc_core.evaluation.unseen`)."""
-        from xmc_core.calibration.metrics import ece_metrics
+        (:mod:`xmc_core.evaluation.unseen`); for a calibrated model, ``ECE@k`` and the F1s at
+        its threshold (:func:`~xmc_core.calibration.metrics.calibration_metrics`)."""
+        from xmc_core.calibration.metrics import DEFAULT_THRESHOLD, calibration_metrics
         from xmc_core.evaluation.metrics import evaluate
         from xmc_core.evaluation.unseen import RECALL_KS, unseen_metrics
 
@@ -210,7 +214,9 @@ class XmcModel:
         if split.unknown_labels or not self.label_counts.all():
             out |= unseen_metrics(split.Y, scores, self.label_counts, split.unknown_labels)
         if self.calibrator is not None:
-            out |= ece_metrics(self.probabilities(scores), split.Y, cfg.ks)
+            threshold = self.cut()[0]
+            cut = DEFAULT_THRESHOLD if threshold is None else threshold
+            out |= calibration_metrics(self.probabilities(scores), split.Y, cfg.ks, cut)
         return out
 
     def capped(self, texts: list[str | None] | pa.Array) -> list[str | None] | pa.Array:
@@ -279,41 +285,25 @@ class XmcModel:
         a format-1 folder of an older xmc loads too)."""
         folder = Path(folder)
         layout = model_layout(folder)
-        vectorizer_cls = _vectorizer_class(folder, layout["vectorizer"])
+        vectorizer_cls = vectorizer_class(folder, layout["vectorizer"])
         encoder_cls = registry.part_class(layout["encoder"], folder / "meta.json")
         ranker_cls = registry.part_class(layout["ranker"], folder / "meta.json")
         encoder_dir = layout["encoder_dir"]  # None: a format-1 XR-Linear model (no encoder/)
         encoder = (
             encoder_cls() if encoder_dir is None else encoder_cls.load(folder / encoder_dir, device)
         )
+        labels = LabelIndex.load(folder / "labels")
         return cls(
             layout["family"],
             vectorizer_cls.load(folder / "vectorizer"),
-            LabelIndex.load(folder / "labels"),
+            labels,
             encoder,
             ranker_cls.load(folder / "ranker"),
             load_arrays(folder / "label_counts.npz")["counts"],
             layout["n_train_docs"],
             layout.get("start"),
-            _load_calibrator(folder, layout),
+            _load_calibrator(folder, layout, len(labels)),
         )
-
-
-def _vectorizer_class(folder: Path, name: str) -> type:
-    """The class of ``folder``'s vectorizer, which its meta.json names ``name`` (TF-IDF when it
-    names none); a ``vectorizer/`` of another class is an error naming both files."""
-    part_meta = folder / "vectorizer" / "meta.json"
-    try:
-        found = json.loads(part_meta.read_text(encoding="utf-8")).get("class", name)
-    except (OSError, ValueError, AttributeError):
-        found = name  # unreadable: the vectorizer's own load names the problem
-    if found != name:
-        raise ArtifactError(
-            folder / "meta.json",
-            f"names vectorizer {name!r}, but {part_meta} holds a {found!r}",
-            "re-create the model folder",
-        )
-    return registry.part_class(name, folder / "meta.json")
 
 
 def save_model_folder(
@@ -334,15 +324,20 @@ def save_model_folder(
 
 
 class ModelRanker:
-    """An ``XmcModel`` folder's ranker and training label counts, loaded without its encoder
-    (for work on already-encoded splits: diagnostics)."""
+    """An ``XmcModel`` folder's ranker, training label counts and calibrator (None:
+    uncalibrated), loaded without its encoder (for work on already-encoded splits:
+    diagnostics)."""
 
-    def __init__(self, ranker: Ranker, label_counts: np.ndarray) -> None:
-        self.ranker, self.label_counts = ranker, label_counts
+    def __init__(
+        self, ranker: Ranker, label_counts: np.ndarray, calibrator: Calibrator | None = None
+    ) -> None:
+        self.ranker, self.label_counts, self.calibrator = ranker, label_counts, calibrator
 
     @classmethod
     def load(cls, folder: str | Path) -> ModelRanker:
-        return cls(*load_ranker(folder))
+        folder = Path(folder)
+        ranker, counts = load_ranker(folder)
+        return cls(ranker, counts, _load_calibrator(folder, model_layout(folder), len(counts)))
 
 
 def load_ranker(folder: str | Path) -> tuple[Ranker, np.ndarray]:
@@ -354,56 +349,11 @@ def load_ranker(folder: str | Path) -> tuple[Ranker, np.ndarray]:
     return ranker, load_arrays(folder / "label_counts.npz")["counts"]
 
 
-def _start_record(value: Any) -> dict[str, Any] | None:
-    """A model's ``start`` record (meta.json): a JSON object or absent."""
-    if value is not None and not isinstance(value, dict):
-        raise TypeError(f"start is {type(value).__name__}, not an object")
-    return value
-
-
-def _load_calibrator(folder: Path, layout: dict[str, Any]) -> Calibrator | None:
-    """The calibrator a model folder's meta.json names, or None (uncalibrated)."""
-    return None if layout.get("calibration") is None else Calibrator.load(folder / CALIBRATION_DIR)
-
-
-def _calibration_record(value: Any) -> str | None:
-    """A model's ``calibration`` record (meta.json): its calibrator's folder, or absent."""
-    if value is not None and value != CALIBRATION_DIR:
-        raise ValueError(f"calibration is {value!r}, not {CALIBRATION_DIR!r}")
-    return value
-
-
-def model_layout(folder: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """An ``XmcModel`` folder's family, part classes, encoder folder and training size, from
-    its meta.json (read here with checksums verified, or ``meta`` as the caller read it), for
-    either model format."""
-    if meta is None:
-        require_model_folder(folder)  # a missing folder, a dataset, ...: said as such
-        meta = read_meta(folder, "XmcModel")
-    with meta_fields(folder):
-        n_train_docs = int(meta["n_train_docs"])
-        version = meta.get("model_format", 1)
-        if version == MODEL_FORMAT:
-            return {
-                "family": registry.canonical(str(meta["family"])),  # xr-linear: xr_linear
-                "encoder": str(meta["encoder"]),
-                "ranker": str(meta["ranker"]), "encoder_dir": "encoder",
-                "vectorizer": str(meta.get("vectorizer", "TfidfVectorizer")),
-                "n_train_docs": n_train_docs, "start": _start_record(meta.get("start")),
-                "calibration": _calibration_record(meta.get("calibration")),
-            }  # fmt: skip
-    if version == 1 and meta.get("kind", "xr-linear") in ("xr-linear", "xr-transformer"):
-        text = meta.get("kind") == "xr-transformer"  # format 1's own spelling
-        return {
-            "family": "xr_transformer" if text else "xr_linear",
-            "encoder": "EmbeddingFeatures" if text else "TfidfEncoder",
-            "ranker": "XRLinearModel", "encoder_dir": "embedding" if text else None,
-            "vectorizer": "TfidfVectorizer",
-            "n_train_docs": n_train_docs, "format": 1,
-        }  # fmt: skip
-    raise ArtifactError(
-        folder / "meta.json",
-        f"model format {version!r} (kind {meta.get('kind')!r}) is not one this xmc reads "
-        f"(format {MODEL_FORMAT})",
-        f"retrain: format {MODEL_FORMAT}",
-    )
+def _load_calibrator(
+    folder: Path, layout: dict[str, Any], n_labels: int | None = None
+) -> Calibrator | None:
+    """The calibrator a model folder's meta.json names (its thresholds for ``n_labels``
+    labels), or None (uncalibrated)."""
+    if layout.get("calibration") is None:
+        return None
+    return Calibrator.load(folder / CALIBRATION_DIR, n_labels)

@@ -31,7 +31,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from xmc_core.app.predictions import model_cut, ranked_lists
+from xmc_core.app.predictions import ranked_lists
 from xmc_core.config import ServeConfig, XmcConfig
 from xmc_core.errors import XmcError
 from xmc_core.model.xmc_model import XmcModel
@@ -131,7 +131,7 @@ def add_model_routes(
     def run_prediction(req: PredictRequest) -> list[dict[str, list]]:
         served = live.current  # one model for the whole request, even if a reload swaps it
         topk, beam_size = defaults.of(served)
-        cut = model_cut(served.model, req.threshold)
+        cut = served.model.cut(req.threshold)
         if cut[0] is not None and served.model.calibrator is None:
             raise RequestError(422, "threshold: the served model is uncalibrated (no probability)")
         with lock:

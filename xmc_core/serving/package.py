@@ -28,7 +28,7 @@ from mlflow.types.schema import Array, ColSpec, DataType, ParamSchema, ParamSpec
 
 from xmc_core.config import PredictConfig, XmcConfig
 from xmc_core.families.configured import family_requirements
-from xmc_core.model.xmc_model import model_layout
+from xmc_core.model.layout import model_layout
 from xmc_core.serving.pyfunc import ARTIFACT_KEY, TEXT_COLUMN
 from xmc_core.serving.registry.locking import PROCESS_TAG, process_identity, registry_lock
 from xmc_core.serving.registry.store import FAMILY_TAG, RegistryStore

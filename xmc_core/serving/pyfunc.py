@@ -20,7 +20,7 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 
-from xmc_core.app.predictions import model_cut, ranked_lists
+from xmc_core.app.predictions import ranked_lists
 from xmc_core.errors import InputError
 from xmc_core.model.xmc_model import XmcModel
 
@@ -137,7 +137,7 @@ def predict_frame(
     rows = [i for i, text in enumerate(texts) if text is not None]
     if rows:
         matrix = model.predict([texts[i] for i in rows], topk, beam_size)
-        for name, values in ranked_lists(model, matrix, *model_cut(model, threshold)).items():
+        for name, values in ranked_lists(model, matrix, *model.cut(threshold)).items():
             for i, value in zip(rows, values, strict=True):
                 out[name][i] = value
     return pd.DataFrame(out)

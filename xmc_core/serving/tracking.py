@@ -30,7 +30,7 @@ from typing import Any
 
 from xmc_core.config import XmcConfig
 from xmc_core.evaluation.report import read_json
-from xmc_core.model.xmc_model import model_layout
+from xmc_core.model.layout import model_layout
 from xmc_core.serving.registry.store import sqlite_path, tracking_client
 from xmc_core.serving.run_lineage import describe_version, log_dataset_inputs, version_description
 from xmc_core.storage.artifacts import read_meta

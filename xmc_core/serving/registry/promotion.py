@@ -191,7 +191,8 @@ def _gate(
     new_metrics: dict[str, float],
     champion: dict[str, float] | None,
 ) -> Decision:
-    """The gate: promoted iff no champion or new >= champion + margin."""
+    """The gate: promoted iff no champion, or new >= champion + margin and calibration kept
+    (:func:`_calibration_kept`)."""
     metric, margin = cfg.registry.metric, cfg.registry.margin
     new_value = new_metrics[metric]
     if champion is None:
@@ -200,7 +201,27 @@ def _gate(
     promoted = new_value >= old + margin - _TOLERANCE
     sign = ">=" if promoted else "<"
     reason = f"gain {100 * (new_value - old):+.2f} pt {sign} margin {100 * margin:.2f} pt"
+    calibrated, why = _calibration_kept(cfg, new_metrics, champion)
+    if why:
+        reason += f"; {why}"
+    promoted = promoted and calibrated
     return _decision(cfg, version, holder, new_value, old, promoted, reason, "gated")
+
+
+def _calibration_kept(
+    cfg: XmcConfig, new_metrics: dict[str, float], champion: dict[str, float]
+) -> tuple[bool, str]:
+    """Whether calibration did not get worse by more than ``registry.max_ece_increase``, and
+    the reason's words ("" when not checked: unset, or an uncalibrated champion)."""
+    most, metric = cfg.registry.max_ece_increase, cfg.registry.ece_metric
+    if most is None or metric not in champion:
+        return True, ""
+    if metric not in new_metrics:
+        return False, f"uncalibrated, and the champion has {metric} {percent(champion[metric])}"
+    rise = new_metrics[metric] - champion[metric]
+    kept = rise <= most + _TOLERANCE
+    sign = "<=" if kept else ">"
+    return kept, f"{metric} {100 * rise:+.2f} pt {sign} max increase {100 * most:.2f} pt"
 
 
 def _refused(cfg: XmcConfig, version: str, holder: str | None, reason: str, fix: str) -> Decision:

@@ -25,7 +25,7 @@ from xmc_core.errors import XmcError
 from xmc_core.evaluation.report import read_json
 from xmc_core.families.warm import WarmBase
 from xmc_core.model import registry
-from xmc_core.model.xmc_model import model_layout
+from xmc_core.model.layout import model_layout
 from xmc_core.serving.registry.lineage import for_corpus, recorded_lineage
 from xmc_core.serving.registry.store import RegistryStore
 from xmc_core.serving.resolve import local_model_dir
