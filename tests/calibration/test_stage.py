@@ -217,3 +217,21 @@ def test_the_diagnostics_draw_the_reliability_of_a_calibrated_model(
     assert test["ece"] == pytest.approx(trained["evaluation"].values["ECE@5"])
     d.save(tmp_path / "d")
     assert (tmp_path / "d" / "plots" / "reliability.png").stat().st_size > 1000
+
+
+def test_a_run_on_feature_matrices_holds_rows_out_and_is_calibrated(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    from xmc_core.model.estimator import XmcClassifier
+
+    train, test = trained["train"], trained["test"]
+    clf = XmcClassifier(work_dir=tmp_path, calibration__fraction=0.3, calibration__min_docs=20)
+    clf.fit(train.X, train.Y)
+    model = clf.model_
+    assert model.calibrator is not None
+    assert 0 < train.X.shape[0] - model.n_train_docs < train.X.shape[0] // 2
+    P = clf.predict_proba(test.X, topk=5)
+    assert P.shape == (test.X.shape[0], train.Y.shape[1]) and P.nnz == 5 * test.X.shape[0]
+    assert ((P.data >= 0) & (P.data <= 1)).all()
+    with pytest.raises(XmcError, match="uncalibrated"):
+        XmcClassifier(work_dir=tmp_path / "small").fit(train.X, train.Y).predict_proba(test.X)

@@ -73,3 +73,21 @@ def test_a_carve_that_holds_out_every_training_document_is_refused(tmp_path: Pat
     with pytest.raises(ValueError, match="every training document"):
         carve_corpus(src, tmp_path / "carved", 0.9, 10, seed)
     assert not (tmp_path / "carved").exists()
+
+
+def test_the_carved_corpus_counts_its_own_rows_and_its_fingerprint_follows_the_carve(
+    tmp_path: Path,
+) -> None:
+    train = [(f"d{i}", f"text number {i}", "a,b" if i % 3 else "c") for i in range(60)]
+    test = [("t1", "a test text", "a,z"), ("t2", "another test text", "c")]
+    src = make_corpus(tmp_path, "src", train, test)
+    m = carve_corpus(src, tmp_path / "one", 0.3, 100, seed=5)
+    rows = Corpus(tmp_path / "one").read_split("train").to_pylist()
+    assert m.splits["train"].rows == len(rows)
+    assert m.splits["train"].label_assignments == sum(len(r["labels"]) for r in rows)
+    assert m.n_labels == len({lab for r in rows for lab in r["labels"]})
+    assert m.unseen_test_labels == 1 and m.unseen_test_examples == ["z"]  # z: test only
+    again = carve_corpus(src, tmp_path / "two", 0.3, 100, seed=5)
+    other = carve_corpus(src, tmp_path / "three", 0.3, 100, seed=6)
+    assert again.fingerprint == m.fingerprint != other.fingerprint
+    assert m.fingerprint != Corpus(src).fingerprint

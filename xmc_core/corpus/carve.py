@@ -12,9 +12,9 @@ reuses the champion's parts), except those a drop replaced.
 :func:`carve_corpus` writes the corpus without them: its training split keeps every other row in
 order, in the source's row groups; the test split and the label texts are copied; the lineage is
 the source's (the registered model's name follows from it); the manifest's ``source`` records
-the carve (``calibration_carve``). :func:`carved_rows` reads the held-out rows back from the
-source corpus. :func:`write_carve` writes both as a :class:`Carve` (the training stage's
-artifact).
+the carve (``calibration_carve``); written in bulk (:mod:`xmc_core.corpus.subset`).
+:func:`carved_rows` reads the held-out rows back from the source corpus. :func:`write_carve`
+writes both as a :class:`Carve` (the training stage's artifact).
 """
 
 from __future__ import annotations
@@ -26,15 +26,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from xmc_core.corpus.appender import RowAppender, label_text_dict
-from xmc_core.corpus.importers.common import manifest_of
-from xmc_core.corpus.lineage import lineage_of
 from xmc_core.corpus.reader import Corpus
 from xmc_core.corpus.schema import SPLITS, Manifest
-from xmc_core.corpus.writer import DatasetWriter
+from xmc_core.corpus.subset import write_subset
 from xmc_core.storage.artifacts import read_meta, write_meta
 
-_NO_AUTO_FLUSH = 2**62  # the writer never cuts a group by itself: the source's groups are kept
 TRAINING, HELD = "training", "held"
 
 
@@ -59,18 +55,12 @@ def write_carve(src: Path, out: Path, fraction: float, max_docs: int, seed: int)
     rows = carved_rows(src, fraction, max_docs, seed)
     if rows.num_rows == 0:
         raise ValueError(f"the carve holds out no training document of {src}")
-    old = Corpus(src).manifest
-    with DatasetWriter(
-        out / HELD, kind=old.kind, source={"calibration_carve_of": str(src)},
-        policies=old.policies, n_features=old.n_features, lineage=lineage_of(src),
-    ) as ds:  # fmt: skip
-        for split in SPLITS:
-            appender = RowAppender(ds.split(split), group_rows=None)
-            appender.add_table(rows, f"the carve of {src}")
-            appender.end_group()
-            ds.close_split(split, f"the carve of {src}")
+    corpus = Corpus(src)
+    record = _record(corpus, fraction, max_docs, seed)
+    write_subset(corpus, out / HELD, {split: [rows] for split in SPLITS},
+                 {"calibration_carve_of": record}, f"held {record}")  # fmt: skip
     fingerprints = {name: Corpus(out / name).fingerprint for name in (TRAINING, HELD)}
-    write_meta(out, "Carve", {"source": old.fingerprint, **fingerprints})  # its cache key
+    write_meta(out, "Carve", {"source": corpus.fingerprint, **fingerprints})  # its cache key
 
 
 def carve_share(n_train: int, fraction: float, max_docs: int) -> float:
@@ -100,34 +90,25 @@ def held_out(doc_ids: list[str], share: float, seed: int) -> np.ndarray:
 
 def carve_corpus(src: Path, dest: Path, fraction: float, max_docs: int, seed: int) -> Manifest:
     """Write corpus ``src`` without its held-out training documents to ``dest`` (which appears
-    only when complete); returns its manifest. A carve that would hold out every training
-    document is refused."""
+    only when complete, :func:`~xmc_core.corpus.subset.write_subset`); returns its manifest. A
+    carve that would hold out every training document is refused."""
     corpus = Corpus(src)
-    old = corpus.manifest
-    share = carve_share(old.splits["train"].rows, fraction, max_docs)
-    record = {"fraction": fraction, "max_docs": max_docs, "seed": seed, "share": share,
-              "source": str(src), "source_fingerprint": old.fingerprint}  # fmt: skip
-    with DatasetWriter(
-        dest, kind=old.kind, source={**old.source, "calibration_carve": record},
-        policies=old.policies, n_features=old.n_features, rows_per_group=_NO_AUTO_FLUSH,
-        lineage=lineage_of(src),
-    ) as ds:  # fmt: skip
-        for split in SPLITS:
-            appender, kept = RowAppender(ds.split(split), group_rows=None), 0
-            for ref in corpus.partitions(split):
-                table = corpus.read_partition(ref)
-                if split == "train":
-                    table = table.filter(pa.array(~_held(table, share, seed)))
-                appender.add_table(table, f"{ref.file} row group {ref.row_group}")
-                appender.end_group()
-                kept += table.num_rows
-            if split == "train" and kept == 0:
-                raise ValueError(f"the carve holds out every training document of {src}")
-            ds.close_split(split, f"{split} split of {src}")
-        texts = corpus.label_texts()
-        if texts is not None:
-            ds.set_label_texts(label_text_dict(texts))
-    return manifest_of(ds)
+    record = _record(corpus, fraction, max_docs, seed)
+    splits = {split: [corpus.read_partition(ref) for ref in corpus.partitions(split)]
+              for split in SPLITS}  # fmt: skip
+    share = float(record["share"])  # type: ignore[arg-type]
+    splits["train"] = [t.filter(pa.array(~_held(t, share, seed))) for t in splits["train"]]
+    if not sum(t.num_rows for t in splits["train"]):
+        raise ValueError(f"the carve holds out every training document of {src}")
+    source = {**corpus.manifest.source, "calibration_carve": record}
+    return write_subset(corpus, dest, splits, source, f"kept {record}")
+
+
+def _record(corpus: Corpus, fraction: float, max_docs: int, seed: int) -> dict[str, object]:
+    """What a carve of ``corpus`` is: its settings, its share, the source."""
+    share = carve_share(corpus.manifest.splits["train"].rows, fraction, max_docs)
+    return {"fraction": fraction, "max_docs": max_docs, "seed": seed, "share": share,
+            "source": str(corpus.path), "source_fingerprint": corpus.fingerprint}  # fmt: skip
 
 
 def carved_rows(src: Path, fraction: float, max_docs: int, seed: int) -> pa.Table:

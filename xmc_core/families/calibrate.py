@@ -4,7 +4,8 @@ the family's stages.
 :data:`CARVE` holds a share of the training documents out of training
 (:mod:`xmc_core.corpus.carve`): the family trains on the rest. :data:`CALIBRATE` predicts the
 held-out documents with the trained model (they reach it as any new document would: raw text
-or given features, through its own vectorizer and encoder), fits a
+or given features, through its own vectorizer and encoder; a run on feature matrices holds rows
+out instead, ``families.matrices``), fits a
 :class:`~xmc_core.calibration.calibrator.Calibrator` on its top ``predict.topk`` predictions
 and returns the model with it. A corpus whose carve would hold fewer than
 ``calibration.min_docs`` documents is not carved; its model is uncalibrated, and says so.
@@ -23,6 +24,7 @@ from xmc_core.config import CalibrationConfig, PredictConfig, XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.carve import Carve, carve_share, write_carve
 from xmc_core.errors import InputError
+from xmc_core.features.split_features import SplitFeatures
 from xmc_core.model.xmc_model import XmcModel
 from xmc_core.stages.graph import Runner, Stage
 
@@ -42,19 +44,26 @@ def carve(corpus: Corpus, cfg: CalibrationConfig, out: Path) -> None:
 
 
 def calibrate(
-    model: XmcModel, carve: Carve, cfg: CalibrationConfig, predict: PredictConfig
-) -> XmcModel:
-    """``model`` with a calibrator fitted on its top ``predict.topk`` predictions of the
-    carve's held-out documents, and the thresholds of ``predict.threshold_policy`` tuned on
-    them when it is not ``fixed``."""
-    held = model.encode_split(carve.held, "train")
+    model: XmcModel, cfg: CalibrationConfig, predict: PredictConfig, carve: Carve | None = None,
+    held: SplitFeatures | None = None,
+) -> XmcModel:  # fmt: skip
+    """``model`` with a calibrator fitted on its top ``predict.topk`` predictions of the held-out
+    documents (``carve``: a corpus's, featurized here by the model; ``held``: feature rows, the
+    matrices' carve), and the thresholds of ``predict.threshold_policy`` tuned on them when it is
+    not ``fixed``."""
+    if carve is not None:
+        split = model.encode_split(carve.held, "train")
+    elif held is not None:
+        split = held.with_X(model.features(held.X, []))  # given features: no text to read
+    else:
+        raise ValueError("calibrate needs the carve or the held-out rows")
     k = predict.topk
-    scores = model.predict_features(held.X, topk=k)
-    calibrator = Calibrator.fit(scores, held.Y, k, model.label_counts, cfg.seed)
+    scores = model.predict_features(split.X, topk=k)
+    calibrator = Calibrator.fit(scores, split.Y, k, model.label_counts, cfg.seed)
     if predict.threshold_policy != "fixed":
         P = calibrator.probabilities(scores, model.label_counts)
         tuned = Thresholds.tune(
-            P, held.Y, predict.threshold_policy, predict.threshold_per_label, cfg.label_min_docs
+            P, split.Y, predict.threshold_policy, predict.threshold_per_label, cfg.label_min_docs
         )
         calibrator = replace(calibrator, thresholds=tuned)
     return model.with_calibrator(calibrator)
@@ -82,45 +91,55 @@ CARVE = Stage(
     "carve", carve, Carve, {"corpus": Corpus}, writes_folder=True, describe=describe_carve
 )
 CALIBRATE = Stage(
-    "calibrate", calibrate, XmcModel, {"model": XmcModel, "carve": Carve},
+    "calibrate", calibrate, XmcModel, {"model": XmcModel, "carve": Carve, "held": SplitFeatures},
     describe=describe_calibrated,
 )  # fmt: skip
 
 
-def carved(run: Runner, corpus: Any, cfg: XmcConfig) -> tuple[Any, Any]:
-    """The corpus to train on and the carve's handle (None: no carve, the corpus itself)."""
+def check_carve(n: int, cfg: XmcConfig, where: Path | None) -> bool:
+    """Whether a carve of about ``n`` training documents calibrates (``calibration.enabled``,
+    at least ``calibration.min_docs``; said once when too few); a threshold without one is an
+    error naming ``where`` (the dataset), before any work."""
     c = cfg.calibration
-    n = carve_docs(run.value(corpus), c) if c.enabled else 0
+    n = n if c.enabled else 0
     if cfg.predict.thresholded and n < c.min_docs:
         what = (
             f"predict.threshold={cfg.predict.threshold}" if cfg.predict.threshold is not None
             else f"predict.threshold_policy={cfg.predict.threshold_policy}"
         )  # fmt: skip
         raise InputError(
-            run.value(corpus).path,
+            where,
             f"{what} needs a calibrated model, and "
             + ("calibration.enabled is false" if not c.enabled else f"the carve would hold out "
                f"about {n} training documents, fewer than calibration.min_docs={c.min_docs}"),
             "leave the threshold unset, or calibrate: calibration.enabled=true with a "
             "larger calibration.fraction (or a lower calibration.min_docs)",
         )  # fmt: skip
-    if not c.enabled:
-        return corpus, None
-    if n < c.min_docs:
+    if c.enabled and n < c.min_docs:
         log.info(
             "calibration: the carve would hold out about %d training documents, fewer than "
             "calibration.min_docs=%d: the model is trained on every one and is uncalibrated",
             n, c.min_docs,
         )  # fmt: skip
+    return c.enabled and n >= c.min_docs
+
+
+def carved(run: Runner, corpus: Any, cfg: XmcConfig) -> tuple[Any, Any]:
+    """The corpus to train on and the carve's handle (None: no carve, the corpus itself)."""
+    source = run.value(corpus)
+    if not check_carve(carve_docs(source, cfg.calibration), cfg, source.path):
         return corpus, None
-    held = run(CARVE, corpus=corpus, cfg=c)
+    held = run(CARVE, corpus=corpus, cfg=cfg.calibration)
     return run.source(Corpus, str(run.value(held).training.path)), held
 
 
-def calibrated(run: Runner, outs: dict[str, Any], carve: Any, cfg: XmcConfig) -> dict[str, Any]:
-    """A family graph's handles ``outs`` with its ``model`` calibrated on ``carve`` (None:
-    ``outs`` as they are)."""
-    if carve is None:
+def calibrated(
+    run: Runner, outs: dict[str, Any], held: dict[str, Any] | None, cfg: XmcConfig
+) -> dict[str, Any]:
+    """A family graph's handles ``outs`` with its ``model`` calibrated on ``held``:
+    ``{"carve": handle}`` (a corpus's carve) or ``{"held": handle}`` (feature rows); None:
+    ``outs`` as they are."""
+    if held is None:
         return outs
-    return {**outs, "model": run(CALIBRATE, model=outs["model"], carve=carve,
-                                  cfg=cfg.calibration, predict=cfg.predict)}  # fmt: skip
+    return {**outs, "model": run(CALIBRATE, model=outs["model"], cfg=cfg.calibration,
+                                  predict=cfg.predict, **held)}  # fmt: skip

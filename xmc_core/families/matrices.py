@@ -4,19 +4,24 @@
 matrix) replaces the featurize graph by :func:`matrix_graph`, whose outputs have the same names
 (``vectorizer``, ``label_index``, ``label_features``, ``train``, ``test``); the family's own
 stages (tree, rankers, evaluation) then run unchanged. The user's features are used as they
-are (no TF-IDF); the label features are PIFA over them.
+are (no TF-IDF); the label features are PIFA over them. The calibration carve holds training
+rows out by their ids (``row-N``, as :func:`~xmc_core.corpus.carve.held_out` does for a
+corpus's documents): ``held``, which the model is calibrated on.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from xmc_core.config import LabelFeaturesConfig, XmcConfig
+from xmc_core.config import CalibrationConfig, LabelFeaturesConfig, XmcConfig
+from xmc_core.corpus.carve import carve_share, held_out
 from xmc_core.errors import InputError
+from xmc_core.families.calibrate import check_carve
 from xmc_core.families.configured import trained_families
 from xmc_core.features.label_features import (
     LabelFeatures,
@@ -71,6 +76,14 @@ def label_pifa(train: SplitFeatures, cfg: LabelFeaturesConfig) -> LabelFeatures:
     )
 
 
+def carve_rows(train: SplitFeatures, cfg: CalibrationConfig, held: bool) -> SplitFeatures:
+    """The training rows the calibration carve holds out (``held``) or keeps, in order."""
+    n = train.X.shape[0]
+    share = carve_share(n, cfg.fraction, cfg.max_docs)
+    out = held_out(train.doc_ids.to_pylist(), share, cfg.seed)
+    return train.take(np.flatnonzero(out if held else ~out))
+
+
 SPLIT = Stage(
     "matrix-split", matrix_split, SplitFeatures, {"X": FeatureMatrix, "Y": LabelMatrix},
     describe=lambda s: f"X {s.X.shape} ({s.X.nnz} nonzeros), Y {s.Y.shape}",
@@ -80,6 +93,10 @@ LABELS = Stage(
     describe=lambda i: f"{len(i)} labels",
 )  # fmt: skip
 VECTORIZER = Stage("given-features", given_features, GivenFeatures)
+CARVE_ROWS = Stage(
+    "matrix-carve", carve_rows, SplitFeatures, {"train": SplitFeatures},
+    describe=lambda s: f"{s.X.shape[0]} training rows",
+)  # fmt: skip
 LABEL_FEATURES = Stage(
     "matrix-label-features", label_pifa, LabelFeatures, {"train": SplitFeatures},
     describe=lambda z: f"{z.kind}: Z {z.z.shape}, {z.z.nnz} nonzeros",
@@ -114,7 +131,8 @@ def check_matrix_run(files: MatrixFiles, cfg: XmcConfig) -> tuple[int, int]:
 def matrix_graph(run: Runner, files: MatrixFiles, cfg: XmcConfig) -> dict[str, Any]:
     """The featurize graph's outputs from matrix files (checked first: :func:`check_matrix_run`);
     returns the handles ``vectorizer``, ``label_index``, ``label_features``, ``train``,
-    ``test`` (an empty split when no test files are given)."""
+    ``test`` (an empty split when no test files are given), and ``held`` when the calibration
+    carve holds rows out (``families.calibrate.carved_rows``; ``train`` is then the rest)."""
     d, n_labels = check_matrix_run(files, cfg)
     names = None if files.label_names is None else run.source(LabelNames, str(files.label_names))
     sources = {"train": (files.x, files.y), "test": (files.x_test, files.y_test)}
@@ -123,9 +141,25 @@ def matrix_graph(run: Runner, files: MatrixFiles, cfg: XmcConfig) -> dict[str, A
         X = None if x is None else run.source(FeatureMatrix, str(x))
         Y = None if y is None else run.source(LabelMatrix, str(y))
         splits[split] = run(SPLIT, label=f"read-{split}", X=X, Y=Y, n_features=d, n_labels=n_labels)
+    held = carved_rows(run, splits["train"], cfg, Path(files.x))
+    if held is not None:
+        splits["train"] = run(CARVE_ROWS, label="carve-kept", train=splits["train"],
+                              cfg=cfg.calibration, held=False)  # fmt: skip
     return {
         "vectorizer": run(VECTORIZER, n_features=d),
         "label_index": run(LABELS, names=names, n_labels=n_labels),
         "label_features": run(LABEL_FEATURES, train=splits["train"], cfg=cfg.label_features),
         **splits,
+        **({} if held is None else {"held": held}),
     }
+
+
+def carved_rows(run: Runner, train: Any, cfg: XmcConfig, x_file: Path) -> Any:
+    """The handle of the training rows held out to calibrate on, or None (no carve: too few
+    rows for ``calibration.min_docs``, or calibration off; a threshold without a carve is an
+    error naming ``x_file``: :func:`~xmc_core.families.calibrate.check_carve`)."""
+    n = run.value(train).X.shape[0]
+    c = cfg.calibration
+    if not check_carve(int(carve_share(n, c.fraction, c.max_docs) * n), cfg, x_file):
+        return None
+    return run(CARVE_ROWS, label="carve-held", train=train, cfg=c, held=True)

@@ -69,21 +69,22 @@ def train_graph(
     feats = {"corpus": training, **featurize_graph(run, training, cfg, handles)}
     if on_featurized is not None:
         on_featurized(feats)
-    outs = {**family_graph(run, feats, cfg, handles, carve), "corpus": corpus}
+    held = None if carve is None else {"carve": carve}
+    outs = {**family_graph(run, feats, cfg, handles, held), "corpus": corpus}
     return outs if carve is None else {**outs, "carve": carve}
 
 
 def family_graph(
     run: Runner, feats: dict[str, Any], cfg: XmcConfig, warm: WarmHandles | None = None,
-    carve: Any = None,
+    held: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The configured family's stages on featurized handles ``feats`` (``warm``: from a
-    champion's parts), then the frame's common ending: the model calibrated on ``carve`` (when
-    there is one) and its evaluation on the test split; returns ``feats`` and every output's
-    handle."""
+    champion's parts), then the frame's common ending: the model calibrated on ``held`` (when
+    there is a carve: :func:`~xmc_core.families.calibrate.calibrated`) and its evaluation on the
+    test split; returns ``feats`` and every output's handle."""
     graph = registry.family(cfg.model.kind).graph
     outs = graph(run, feats, cfg) if warm is None else graph(run, feats, cfg, warm=warm)
-    return {**feats, **evaluated(run, calibrated(run, outs, carve, cfg), cfg)}
+    return {**feats, **evaluated(run, calibrated(run, outs, held, cfg), cfg)}
 
 
 def train_in_process(
@@ -116,7 +117,9 @@ def train_matrices_in_process(files: MatrixFiles, cfg: XmcConfig) -> dict[str, A
     :func:`train_in_process`. The files are checked before any work."""
     start = time.perf_counter()
     run = InProcessRunner(str(cfg.work_dir))
-    handles = family_graph(run, matrix_graph(run, files, cfg), cfg)
+    feats = matrix_graph(run, files, cfg)
+    held = {"held": feats.pop("held")} if "held" in feats else None
+    handles = family_graph(run, feats, cfg, held=held)
     log.info("%s trained in %.1f s", cfg.model.kind, time.perf_counter() - start)
     return {**values_of(run, handles), "stages": run.tally}
 

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
@@ -41,6 +42,11 @@ class SplitFeatures:
     def with_X(self, X: sp.csr_matrix) -> SplitFeatures:
         """The same documents and labels with other features ``X`` (n_docs, d')."""
         return dataclasses.replace(self, X=X)
+
+    def take(self, rows: np.ndarray) -> SplitFeatures:
+        """The documents ``rows`` (int, in that order); unknown labels are not counted."""
+        ids = self.doc_ids.take(pa.array(rows, type=pa.int64()))
+        return SplitFeatures(self.X[rows], self.Y[rows], ids)
 
     @staticmethod
     def concat(parts: list[SplitFeatures]) -> SplitFeatures:
