@@ -132,7 +132,7 @@ def matrix_graph(run: Runner, files: MatrixFiles, cfg: XmcConfig) -> dict[str, A
     """The featurize graph's outputs from matrix files (checked first: :func:`check_matrix_run`);
     returns the handles ``vectorizer``, ``label_index``, ``label_features``, ``train``,
     ``test`` (an empty split when no test files are given), and ``held`` when the calibration
-    carve holds rows out (``families.calibrate.carved_rows``; ``train`` is then the rest)."""
+    carve holds rows out (:func:`carved_rows`; ``train`` is then the rest)."""
     d, n_labels = check_matrix_run(files, cfg)
     names = None if files.label_names is None else run.source(LabelNames, str(files.label_names))
     sources = {"train": (files.x, files.y), "test": (files.x_test, files.y_test)}
