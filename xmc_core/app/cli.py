@@ -110,12 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         "output", type=Path, nargs="?",
         help="JSON lines file to write (- for stdout), or .npz: the score matrix",
     )  # fmt: skip
-    _predict_args(pr)
-    pr.add_argument(
-        "--threshold", type=probability, metavar="P",
-        help="only the labels of at least this probability (a calibrated model; default: the "
-        "model's predict.threshold, if any)",
-    )  # fmt: skip
+    _predict_args(pr, threshold=True)
     _matrix_args(pr)
 
     ev = sub.add_parser("evaluate", help="metrics of a saved model on a dataset split")
@@ -169,10 +164,16 @@ def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="K=V")
 
 
-def _predict_args(p: argparse.ArgumentParser) -> None:
+def _predict_args(p: argparse.ArgumentParser, threshold: bool = False) -> None:
     p.add_argument("--split", help=f"split of a dataset folder {_default('eval.split')}")
     p.add_argument("--beam-size", type=whole_count, help="override the model's beam size")
     p.add_argument("--topk", type=whole_count, help="override the model's top-k")
+    if threshold:
+        p.add_argument(
+            "--threshold", type=probability, metavar="P",
+            help="only the labels of at least this probability (a calibrated model; default: "
+            "the model's predict.threshold, if any)",
+        )  # fmt: skip
 
 
 _MATRIX_USAGE = {

@@ -122,6 +122,15 @@ class Defaults:
         )
 
 
+def request_cut(model: XmcModel, threshold: float | None) -> tuple[Any, bool]:
+    """The cut of a request (its ``threshold``, else the model's own); a threshold for an
+    uncalibrated model is a 422."""
+    cut = model.cut(threshold)
+    if cut[0] is not None and model.calibrator is None:
+        raise RequestError(422, "threshold: the served model is uncalibrated (no probability)")
+    return cut
+
+
 def add_model_routes(
     app: FastAPI, live: LiveModel, defaults: Defaults, limits: Limits, token: bool
 ) -> None:
@@ -131,9 +140,7 @@ def add_model_routes(
     def run_prediction(req: PredictRequest) -> list[dict[str, list]]:
         served = live.current  # one model for the whole request, even if a reload swaps it
         topk, beam_size = defaults.of(served)
-        cut = served.model.cut(req.threshold)
-        if cut[0] is not None and served.model.calibrator is None:
-            raise RequestError(422, "threshold: the served model is uncalibrated (no probability)")
+        cut = request_cut(served.model, req.threshold)
         with lock:
             scores = served.model.predict(req.texts, req.topk or topk, req.beam_size or beam_size)
         cols = ranked_lists(served.model, scores, *cut)
