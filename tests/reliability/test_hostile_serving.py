@@ -98,6 +98,7 @@ class Exploding:
 
     def __init__(self, model: XmcModel) -> None:
         self.labels, self.family, self.ranker = model.labels, model.family, model.ranker
+        self.calibrator, self.cut = model.calibrator, model.cut  # a request's threshold
 
     def predict(self, *_args: object) -> None:
         raise RuntimeError("the disk went away\nsecond line")
