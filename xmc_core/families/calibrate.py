@@ -31,13 +31,6 @@ from xmc_core.stages.graph import Runner, Stage
 log = logging.getLogger(__name__)
 
 
-def carve_docs(corpus: Corpus, cfg: CalibrationConfig) -> int:
-    """About how many training documents the carve of ``corpus`` holds out (the share of
-    :func:`~xmc_core.corpus.carve.carve_share` of its training rows)."""
-    n_train = corpus.manifest.splits["train"].rows
-    return int(carve_share(n_train, cfg.fraction, cfg.max_docs) * n_train)
-
-
 def carve(corpus: Corpus, cfg: CalibrationConfig, out: Path) -> None:
     """Write the :class:`~xmc_core.corpus.carve.Carve` of ``corpus`` into ``out``."""
     write_carve(corpus.path, out, cfg.fraction, cfg.max_docs, cfg.seed)
@@ -96,12 +89,13 @@ CALIBRATE = Stage(
 )  # fmt: skip
 
 
-def check_carve(n: int, cfg: XmcConfig, where: Path | None) -> bool:
-    """Whether a carve of about ``n`` training documents calibrates (``calibration.enabled``,
-    at least ``calibration.min_docs``; said once when too few); a threshold without one is an
-    error naming ``where`` (the dataset), before any work."""
+def check_carve(n_train: int, cfg: XmcConfig, where: Path | None) -> bool:
+    """Whether the carve of ``n_train`` training documents calibrates: ``calibration.enabled``,
+    and about ``calibration.min_docs`` held out (the share of
+    :func:`~xmc_core.corpus.carve.carve_share`; said once when too few); a threshold without
+    one is an error naming ``where`` (the dataset), before any work."""
     c = cfg.calibration
-    n = n if c.enabled else 0
+    n = int(carve_share(n_train, c.fraction, c.max_docs) * n_train) if c.enabled else 0
     if cfg.predict.thresholded and n < c.min_docs:
         what = (
             f"predict.threshold={cfg.predict.threshold}" if cfg.predict.threshold is not None
@@ -127,7 +121,7 @@ def check_carve(n: int, cfg: XmcConfig, where: Path | None) -> bool:
 def carved(run: Runner, corpus: Any, cfg: XmcConfig) -> tuple[Any, Any]:
     """The corpus to train on and the carve's handle (None: no carve, the corpus itself)."""
     source = run.value(corpus)
-    if not check_carve(carve_docs(source, cfg.calibration), cfg, source.path):
+    if not check_carve(source.manifest.splits["train"].rows, cfg, source.path):
         return corpus, None
     held = run(CARVE, corpus=corpus, cfg=cfg.calibration)
     return run.source(Corpus, str(run.value(held).training.path)), held

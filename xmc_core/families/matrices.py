@@ -158,8 +158,6 @@ def carved_rows(run: Runner, train: Any, cfg: XmcConfig, x_file: Path) -> Any:
     """The handle of the training rows held out to calibrate on, or None (no carve: too few
     rows for ``calibration.min_docs``, or calibration off; a threshold without a carve is an
     error naming ``x_file``: :func:`~xmc_core.families.calibrate.check_carve`)."""
-    n = run.value(train).X.shape[0]
-    c = cfg.calibration
-    if not check_carve(int(carve_share(n, c.fraction, c.max_docs) * n), cfg, x_file):
+    if not check_carve(run.value(train).X.shape[0], cfg, x_file):
         return None
-    return run(CARVE_ROWS, label="carve-held", train=train, cfg=c, held=True)
+    return run(CARVE_ROWS, label="carve-held", train=train, cfg=cfg.calibration, held=True)
