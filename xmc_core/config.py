@@ -191,7 +191,7 @@ class CalibrationConfig(Section):
     max_docs: int = Field(5000, ge=1, description="at most this many training docs held out")
     min_docs: int = Field(100, ge=1, description="no carve (uncalibrated) below this many")
     label_min_docs: int = Field(
-        5, ge=1, description="relevant carve docs a label needs for its own tuned threshold"
+        10, ge=1, description="relevant carve docs a label needs for its own tuned threshold"
     )
     seed: int = 0
 

@@ -8,18 +8,21 @@ import pytest
 from xmc_core.calibration.maps import IsotonicMap, PlattMap, map_from_dict
 
 
-def test_isotonic_pools_the_violators_and_interpolates_between_block_ends() -> None:
+def test_isotonic_pools_the_violators_and_interpolates_between_block_centres() -> None:
     m = IsotonicMap.fit(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 1, 0, 1]))
-    # blocks: {1} -> 0, {2, 3} -> 0.5 (1 then 0 violates), {4} -> 1
-    assert m.x.tolist() == [1.0, 2.0, 3.0, 4.0] and m.y.tolist() == [0.0, 0.5, 0.5, 1.0]
-    assert m(np.array([0.0, 1.5, 2.5, 3.5, 10.0])).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    # blocks: {1} -> 0, {2, 3} -> 0.5 (1 then 0 violates; centre 2.5), {4} -> 1
+    assert m.x.tolist() == [1.0, 2.5, 4.0] and m.y.tolist() == [0.0, 0.5, 1.0]
+    got = m(np.array([0.0, 1.75, 2.5, 3.25, 10.0]))
+    assert np.allclose(got, [0.0, 0.25, 0.5, 0.75, 1.0], rtol=0, atol=1e-15)
 
 
 def test_isotonic_pools_equal_scores_first_and_weighs_the_pairs() -> None:
     m = IsotonicMap.fit(np.array([1.0, 1.0, 2.0]), np.array([0, 1, 1]))
     assert m.x.tolist() == [1.0, 2.0] and m.y.tolist() == [0.5, 1.0]
     w = IsotonicMap.fit(np.array([1.0, 2.0]), np.array([1, 0]), np.array([3.0, 1.0]))
-    assert w.x.tolist() == [1.0, 2.0] and w.y.tolist() == [0.75, 0.75]  # (3 * 1 + 0) / 4
+    # one block: value (3 * 1 + 0) / 4, centre (3 * 1 + 1 * 2) / 4
+    assert w.x.tolist() == [1.25] and w.y.tolist() == [0.75]
+    assert w(np.array([0.0, 5.0])).tolist() == [0.75, 0.75]
 
 
 def test_platt_rises_with_the_score_and_sits_at_its_log_loss_minimum() -> None:

@@ -34,12 +34,13 @@ def test_the_global_threshold_maximizes_the_objective() -> None:
 
 def test_per_label_thresholds_maximize_each_labels_f1() -> None:
     # label 0: F1 2/3 at 0.9, 1 at 0.8, 4/5 at 0.3; label 1: 0 at 0.6, 2/3 at 0.4; label 2:
-    # 2/3 at 0.7, 1 at 0.2
+    # 2/3 at 0.7, 1 at 0.2. Each threshold lies halfway to the label's next lower probability
+    # (label 0: 0.8 and 0.3), at the kept one where none is lower (labels 1 and 2)
     t = Thresholds.tune(P, Y, "macro_f1", per_label=True, min_positives=1)
-    assert t.per_label.tolist() == [0.8, 0.4, 0.2]
-    assert t.of(np.array([1, 0])).tolist() == [0.4, 0.8]
+    assert t.per_label.tolist() == [0.55, 0.4, 0.2]
+    assert t.of(np.array([1, 0])).tolist() == [0.4, 0.55]
     rare = Thresholds.tune(P, Y, "macro_f1", per_label=True, min_positives=2)
-    assert rare.per_label.tolist() == [0.8, rare.value, 0.2]  # label 1 has one relevant doc
+    assert rare.per_label.tolist() == [0.55, rare.value, 0.2]  # label 1 has one relevant doc
 
 
 def test_a_threshold_keeps_every_pair_of_equal_probability() -> None:
@@ -47,7 +48,8 @@ def test_a_threshold_keeps_every_pair_of_equal_probability() -> None:
     P3 = sp.csr_matrix(np.array([[0.9], [0.5], [0.5], [0.1]]))
     Y3 = sp.csr_matrix(np.array([[1], [1], [0], [0]]))
     t = Thresholds.tune(P3, Y3, "macro_f1", per_label=True, min_positives=1)
-    assert t.per_label.tolist() == [0.5]  # F1 at 0.9: 2/3; at 0.5: 4/5 (no cut between)
+    # F1 at 0.9: 2/3; at 0.5: 4/5 (no cut between); halfway to 0.1
+    assert t.per_label.tolist() == [pytest.approx(0.3)]
 
 
 def test_thresholds_save_and_load(tmp_path: Path) -> None:

@@ -7,7 +7,11 @@ probabilities themselves, at most :data:`MAX_CANDIDATES` of them (evenly spaced 
 ``per_label``: each label with at least ``min_positives`` relevant carve documents gets its
 own threshold too, the one that maximizes its own F1 (the best for macro-F1, label by label,
 as LibMultiLabel's ``train_thresholding`` tunes per label); the other labels keep the global
-one. A label whose best F1 on the carve is 0 keeps the global threshold.
+one. A label whose best F1 on the carve is 0 keeps the global threshold. A label's own
+threshold lies halfway between the lowest carve probability it keeps and the highest it drops
+(the same decisions on the carve; a threshold at the kept probability itself is the highest
+that F1 allows, and missed the label's next documents more often on validation carves:
+``benchmarks/notes/2026-11-29-issue-37-calibration.md``).
 
 Macro-F1 and micro-F1 follow :func:`~xmc_core.calibration.metrics.threshold_scores`: the
 carve's relevant labels outside the predictions count as misses. Saved as a folder
@@ -24,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.calibration.metrics import relevant_pairs, threshold_scores
+from xmc_core.config import CalibrationConfig
 from xmc_core.storage.artifacts import load_arrays, meta_fields, read_meta, save_arrays, write_meta
 
 Objective = Literal["micro_f1", "macro_f1", "sum"]
@@ -31,6 +36,7 @@ OBJECTIVES: tuple[Objective, ...] = ("micro_f1", "macro_f1", "sum")
 MAX_CANDIDATES = 200
 """Candidate global thresholds: the carve's distinct probabilities, thinned to this many."""
 PER_LABEL_FILE = "per_label.npz"
+LABEL_MIN_DOCS: int = CalibrationConfig.model_fields["label_min_docs"].default
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class Thresholds:
     @classmethod
     def tune(
         cls, P: sp.spmatrix, Y: sp.spmatrix, objective: Objective, per_label: bool = False,
-        min_positives: int = 5,
+        min_positives: int = LABEL_MIN_DOCS,
     ) -> Thresholds:  # fmt: skip
         """Tune on probabilities ``P`` csr (n_docs, n_labels) against ``Y`` csr (n_docs,
         n_labels) (see the module docstring)."""
@@ -146,5 +152,7 @@ def _per_label(P: sp.csr_matrix, Y: sp.spmatrix, fallback: float, min_positives:
     best = np.maximum.reduceat(f1, starts)
     eligible = (best > 0) & (positives[labels[starts]] >= min_positives)
     for s, e in zip(starts[eligible], (starts + sizes)[eligible], strict=True):
-        out[labels[s]] = probs[s + int(np.argmax(f1[s:e]))]  # ties: the higher threshold
+        kept_to = s + int(np.argmax(f1[s:e]))  # ties: the higher threshold
+        below = probs[kept_to + 1] if kept_to + 1 < e else probs[kept_to]
+        out[labels[s]] = (probs[kept_to] + below) / 2.0
     return out
