@@ -90,12 +90,14 @@ def validation_scores(workdir: Path) -> dict[str, Any]:
 def fit_map(S: sp.csr_matrix, Y: sp.csr_matrix, label_docs: np.ndarray, kinds: tuple,
             groupings: tuple) -> cal.Calibrator:  # fmt: skip
     """The calibrate stage's fit restricted to ``kinds`` x ``groupings``."""
-    saved = cal.KINDS, cal.GROUPINGS
+    saved = cal.KINDS, cal.GROUPINGS, cal.IsotonicMap
     cal.KINDS, cal.GROUPINGS = kinds, groupings
+    if EndsIsotonic in kinds:  # the refit of the chosen isotonic map too
+        cal.IsotonicMap = EndsIsotonic
     try:
         return cal.Calibrator.fit(S, Y, 20, label_docs)
     finally:
-        cal.KINDS, cal.GROUPINGS = saved
+        cal.KINDS, cal.GROUPINGS, cal.IsotonicMap = saved
 
 
 def map_figures(d: dict[str, Any]) -> dict[str, dict[str, float]]:
