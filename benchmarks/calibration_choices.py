@@ -149,7 +149,7 @@ def threshold_figures(d: dict[str, Any]) -> dict[str, dict[str, float]]:
             for n, v in rows.items()}  # fmt: skip
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--datasets-root", type=Path, default=bench_common.REPO.parent / "shared" / "datasets"
@@ -158,9 +158,11 @@ def main() -> None:
     today = dt.date.today().isoformat()
     out = bench_common.REPO / f"benchmarks/results/calibration-choices-{today}.json"
     p.add_argument("--out", type=Path, default=out)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     result: dict[str, Any] = {
-        "command": shlex.join(["python", "benchmarks/calibration_choices.py", *sys.argv[1:]]),
+        "command": shlex.join(
+            ["python", "benchmarks/calibration_choices.py", *(argv or sys.argv[1:])]
+        ),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": bench_common.machine_basics(), "git": bench_common.git_state(), "datasets": {},
     }  # fmt: skip

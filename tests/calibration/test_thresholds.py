@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xmc_core.calibration.thresholds import Thresholds
+from xmc_core.calibration.metrics import threshold_scores
+from xmc_core.calibration.thresholds import Thresholds, _candidate_f1s
 from xmc_core.errors import ArtifactError
 
 # doc 0: label 0 (0.9, relevant), 1 (0.6), 2 (0.2, relevant); doc 1: 0 (0.8, relevant), 1 (0.4,
@@ -63,3 +64,16 @@ def test_thresholds_save_and_load(tmp_path: Path) -> None:
     Thresholds(objective="sum", value=0.3).save(tmp_path / "g")
     meta = json.loads((tmp_path / "g" / "meta.json").read_text())
     assert meta["per_label"] is False and Thresholds.load(tmp_path / "g").of(np.array([2])) == 0.3
+
+
+def test_every_candidate_is_scored_as_threshold_scores_scores_it() -> None:
+    rng = np.random.default_rng(3)
+    dense = np.where(rng.random((40, 12)) < 0.4, rng.integers(1, 9, (40, 12)) / 8.0, 0.0)
+    dense[:, 11] = 0.0  # a label never predicted
+    P, Y = sp.csr_matrix(dense), sp.csr_matrix(rng.random((40, 12)) < 0.25)
+    candidates = np.unique(P.data)
+    micro, macro = _candidate_f1s(P, Y, candidates)
+    for j, t in enumerate(candidates):
+        want = threshold_scores(P, Y, float(t))
+        assert micro[j] == pytest.approx(want["micro_f1"], abs=1e-12)
+        assert macro[j] == pytest.approx(want["macro_f1"], abs=1e-12)
