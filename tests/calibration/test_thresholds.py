@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from xmc_core.calibration import thresholds
 from xmc_core.calibration.metrics import threshold_scores
 from xmc_core.calibration.thresholds import Thresholds, _candidate_f1s
 from xmc_core.errors import ArtifactError
@@ -66,7 +67,11 @@ def test_thresholds_save_and_load(tmp_path: Path) -> None:
     assert meta["per_label"] is False and Thresholds.load(tmp_path / "g").of(np.array([2])) == 0.3
 
 
-def test_every_candidate_is_scored_as_threshold_scores_scores_it() -> None:
+@pytest.mark.parametrize("block", [4096, 5])
+def test_every_candidate_is_scored_as_threshold_scores_scores_it(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(thresholds, "LABEL_BLOCK", block)  # 5: labels counted in three blocks
     rng = np.random.default_rng(3)
     dense = np.where(rng.random((40, 12)) < 0.4, rng.integers(1, 9, (40, 12)) / 8.0, 0.0)
     dense[:, 11] = 0.0  # a label never predicted

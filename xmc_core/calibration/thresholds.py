@@ -118,6 +118,11 @@ def _global(P: sp.csr_matrix, Y: sp.spmatrix, objective: Objective) -> tuple[flo
     return best, threshold_scores(P, Y, best)
 
 
+LABEL_BLOCK = 4096
+"""Labels counted together when every candidate is scored: bounds the (labels, candidates)
+count arrays to a few MB whatever the label space."""
+
+
 def _candidate_f1s(
     P: sp.csr_matrix, Y: sp.spmatrix, candidates: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -131,28 +136,27 @@ def _candidate_f1s(
     hit = relevant_pairs(Yc, rows, P.indices)
     top = np.searchsorted(candidates, P.data, side="right") - 1  # kept at candidates 0..top
     seen, label = np.unique(P.indices[top >= 0], return_inverse=True)
-    at = label * m + top[top >= 0]
-    hit = hit[top >= 0]
-
-    def kept(mask: np.ndarray) -> np.ndarray:  # (len(seen), m): entries kept at each candidate
-        counts = np.bincount(at[mask], minlength=len(seen) * m).reshape(len(seen), m)
-        return np.cumsum(counts[:, ::-1], axis=1)[:, ::-1].astype(np.float64)
-
-    tp, fp = kept(hit), kept(~hit)
+    top, hit = top[top >= 0], hit[top >= 0]
     positives = np.bincount(Yc.indices, minlength=n_labels)[seen].astype(np.float64)
-    denom = 2 * tp + fp + (positives[:, None] - tp)
-    per_label = np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0)
-    TP, FP, all_positives = tp.sum(axis=0), fp.sum(axis=0), float(Yc.nnz)
-    micro_denom = TP + FP + all_positives  # 2 TP + FP + FN
+    TP, FP, f1_sum = np.zeros(m), np.zeros(m), np.zeros(m)
+    for lo in range(0, len(seen), LABEL_BLOCK):
+        n = min(LABEL_BLOCK, len(seen) - lo)
+        block = (label >= lo) & (label < lo + n)
+        at, block_hit = (label[block] - lo) * m + top[block], hit[block]
+        tp, fp = (_kept_counts(at[h], n, m) for h in (block_hit, ~block_hit))
+        denom = tp + fp + positives[lo : lo + n, None]  # 2 tp + fp + fn
+        f1_sum += np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0).sum(axis=0)
+        TP, FP = TP + tp.sum(axis=0), FP + fp.sum(axis=0)
+    micro_denom = TP + FP + float(Yc.nnz)
     micro = np.divide(2 * TP, micro_denom, out=np.zeros(m), where=micro_denom > 0)
-    macro = per_label.sum(axis=0) / n_labels if n_labels else np.zeros(m)
-    return micro, macro
+    return micro, (f1_sum / n_labels if n_labels else np.zeros(m))
 
 
-def _objective(figures: dict[str, float], objective: Objective) -> float:
-    if objective == "sum":
-        return figures["micro_f1"] + figures["macro_f1"]
-    return figures[objective]
+def _kept_counts(at: np.ndarray, n: int, m: int) -> np.ndarray:
+    """float64 (n, m): for entries at flat positions ``at`` (label * m + highest candidate that
+    keeps them), how many each label keeps at each candidate (those at it or above)."""
+    counts = np.bincount(at, minlength=n * m).reshape(n, m)
+    return np.cumsum(counts[:, ::-1], axis=1)[:, ::-1].astype(np.float64)
 
 
 def _per_label(P: sp.csr_matrix, Y: sp.spmatrix, fallback: float, min_positives: int) -> np.ndarray:
@@ -183,5 +187,6 @@ def _per_label(P: sp.csr_matrix, Y: sp.spmatrix, fallback: float, min_positives:
     for s, e in zip(starts[eligible], (starts + sizes)[eligible], strict=True):
         kept_to = s + int(np.argmax(f1[s:e]))  # ties: the higher threshold
         below = probs[kept_to + 1] if kept_to + 1 < e else probs[kept_to]
-        out[labels[s]] = (probs[kept_to] + below) / 2.0
+        halfway = (probs[kept_to] + below) / 2.0
+        out[labels[s]] = halfway if halfway > below else probs[kept_to]
     return out
