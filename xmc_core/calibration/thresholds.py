@@ -130,14 +130,11 @@ def _candidate_f1s(
     (as :func:`~xmc_core.calibration.metrics.threshold_scores` counts them): float64 (m,)
     each. A label with no entry has no hit at any candidate: it adds 0 to macro-F1's sum."""
     m, n_labels = len(candidates), P.shape[1]
-    Yc = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
-    Yc.sum_duplicates()
-    rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
-    hit = relevant_pairs(Yc, rows, P.indices)
+    hit, all_positives = _entry_hits(P, Y)
     top = np.searchsorted(candidates, P.data, side="right") - 1  # kept at candidates 0..top
     seen, label = np.unique(P.indices[top >= 0], return_inverse=True)
     top, hit = top[top >= 0], hit[top >= 0]
-    positives = np.bincount(Yc.indices, minlength=n_labels)[seen].astype(np.float64)
+    positives = all_positives[seen].astype(np.float64)
     TP, FP, f1_sum = np.zeros(m), np.zeros(m), np.zeros(m)
     for lo in range(0, len(seen), LABEL_BLOCK):
         n = min(LABEL_BLOCK, len(seen) - lo)
@@ -147,9 +144,20 @@ def _candidate_f1s(
         denom = tp + fp + positives[lo : lo + n, None]  # 2 tp + fp + fn
         f1_sum += np.divide(2 * tp, denom, out=np.zeros_like(tp), where=denom > 0).sum(axis=0)
         TP, FP = TP + tp.sum(axis=0), FP + fp.sum(axis=0)
-    micro_denom = TP + FP + float(Yc.nnz)
+    micro_denom = TP + FP + float(all_positives.sum())
     micro = np.divide(2 * TP, micro_denom, out=np.zeros(m), where=micro_denom > 0)
     return micro, (f1_sum / n_labels if n_labels else np.zeros(m))
+
+
+def _entry_hits(P: sp.csr_matrix, Y: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each stored entry of ``P`` is relevant in ``Y`` (bool, P.nnz) and each label's
+    relevant documents (int64, n_labels), every stored entry of ``Y`` counted once (as
+    :func:`~xmc_core.calibration.metrics.threshold_scores` counts them)."""
+    Yc = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
+    Yc.sum_duplicates()
+    rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
+    hit = relevant_pairs(Yc, rows, P.indices)
+    return hit, np.bincount(Yc.indices, minlength=P.shape[1])
 
 
 def _kept_counts(at: np.ndarray, n: int, m: int) -> np.ndarray:
@@ -166,11 +174,8 @@ def _per_label(P: sp.csr_matrix, Y: sp.spmatrix, fallback: float, min_positives:
     out = np.full(n_labels, fallback, dtype=np.float64)
     if not P.nnz:
         return out
-    Yc = sp.csr_matrix(Y)
-    positives = np.bincount(Yc.indices, minlength=n_labels)
-    rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
-    labels, probs = P.indices.astype(np.int64), P.data.astype(np.float64)
-    hit = relevant_pairs(Yc, rows, labels).astype(np.float64)
+    hit, positives = _entry_hits(P, Y)
+    labels, probs, hit = P.indices.astype(np.int64), P.data.astype(np.float64), hit.astype(float)
     order = np.lexsort((-probs, labels))  # by label, then the most probable first
     labels, probs, hit = labels[order], probs[order], hit[order]
     starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
