@@ -50,7 +50,7 @@ from xmc_core.calibration.metrics import ece_at_k, threshold_scores
 from xmc_core.calibration.thresholds import Thresholds
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
-from xmc_core.corpus.carve import carve_share, held_out
+from xmc_core.corpus.carve import held_rows
 from xmc_core.families.train import train_handles, values_of
 
 DATASETS = ("reuters21578-modapte", "bibtex-bow", "delicious-bow", "debian-deps")
@@ -70,8 +70,7 @@ def write_carve(workdir: Path, sets: list[str]) -> dict[str, int]:
     (the carve) of the shared features, by the carve of the corpus in ``workdir`` that the
     ``calibration`` settings (with ``sets``) make."""
     c = XmcConfig.load(None, sets).calibration
-    ids = Corpus(workdir / "corpus").read_split("train", ["doc_id"]).column("doc_id").to_pylist()
-    held = held_out(ids, carve_share(len(ids), c.fraction, c.max_docs), c.seed)
+    held = held_rows(workdir / "corpus", c.fraction, c.max_docs, c.seed, c.by_group)
     for m in ("X", "Y"):
         full = sp.load_npz(workdir / f"{m}_train.npz").tocsr()
         sp.save_npz(workdir / f"{m}_fit.npz", full[~held], compressed=False)

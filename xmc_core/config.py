@@ -183,8 +183,9 @@ class CalibrationConfig(Section):
     training-document count, where that fits the carve better) to the chance the label is
     relevant, fitted on a carve of the training split that the model does not train on
     (``xmc_core.calibration``). The carve holds out ``fraction`` of the training documents, at
-    most ``max_docs``, chosen by a keyed hash of their doc ids (``seed``); a corpus whose carve
-    would hold fewer than ``min_docs`` is not carved, and its model is uncalibrated."""
+    most ``max_docs``, chosen by a keyed hash of their doc ids (``seed``), or of their groups in
+    a grouped corpus (``by_group``: whole groups held out); a corpus whose carve would hold fewer
+    than ``min_docs`` is not carved, and its model is uncalibrated."""
 
     enabled: bool = Field(True, description="carve, then calibrate the model's scores")
     fraction: float = Field(0.05, gt=0, lt=0.5, description="share of training docs held out")
@@ -194,6 +195,9 @@ class CalibrationConfig(Section):
         10, ge=1, description="relevant carve docs a label needs for its own tuned threshold"
     )
     seed: int = 0
+    by_group: bool = Field(
+        True, description="in a grouped corpus, hold out whole groups (doc ids otherwise)"
+    )
 
 
 class DataConfig(Section):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.corpus.test_merge import make_corpus, make_xc
-from xmc_core.corpus.carve import carve_corpus, carve_share, carved_rows, held_out
+from xmc_core.corpus.carve import carve_corpus, carve_share, carved_rows, held_out, held_rows
 from xmc_core.corpus.lineage import lineage_of
 from xmc_core.corpus.reader import Corpus
 
@@ -91,3 +91,25 @@ def test_the_carved_corpus_counts_its_own_rows_and_its_fingerprint_follows_the_c
     other = carve_corpus(src, tmp_path / "three", 0.3, 100, seed=6)
     assert again.fingerprint == m.fingerprint != other.fingerprint
     assert m.fingerprint != Corpus(src).fingerprint
+
+
+def test_a_grouped_corpus_is_carved_by_whole_groups(tmp_path: Path) -> None:
+    # 20 groups of 4 documents (a second ids column: the lines importer's groups)
+    train = [(f"d{i}\tsrc-{i // 4}", f"text number {i}", "a" if i % 2 else "b") for i in range(80)]
+    src = make_corpus(tmp_path, "src", train, [("t1", "a test text", "a")])
+    assert Corpus(src).grouped
+    held = carved_rows(src, 0.25, 100, seed=3)
+    taken = [f"src-{g}" for g in range(20) if held_out([f"src-{g}"], 0.25, 3)[0]]
+    assert 0 < len(taken) < 20 and sorted(set(held.column("group").to_pylist())) == sorted(taken)
+    assert held.num_rows == 4 * len(taken)  # whole groups
+    assert held_rows(src, 0.25, 100, seed=3).sum() == held.num_rows
+    manifest = carve_corpus(src, tmp_path / "carved", 0.25, 100, seed=3)
+    kept = Corpus(tmp_path / "carved").read_split("train").column("group").to_pylist()
+    assert len(kept) == 80 - held.num_rows and not set(kept) & set(taken)
+    assert manifest.source["calibration_carve"]["by"] == "group"
+    # by_group=False: by doc id, as in a corpus without groups
+    ids = [f"d{i}" for i in range(80)]
+    by_doc = carved_rows(src, 0.25, 100, seed=3, by_group=False).column("doc_id").to_pylist()
+    assert by_doc == [d for d, h in zip(ids, held_out(ids, 0.25, 3), strict=True) if h]
+    record = carve_corpus(src, tmp_path / "by-doc", 0.25, 100, 3, by_group=False).source
+    assert "by" not in record["calibration_carve"]

@@ -79,13 +79,14 @@ def test_ids_file_and_label_texts(tmp_path: Path) -> None:
         {
             "train_texts.txt": "x\ny\n",
             "train_labels.txt": "a\nb\n",
-            "train_ids.txt": "pkg-x\tsrc-x\npkg-y\tsrc-y\n",
+            "train_ids.txt": "pkg-x\npkg-y\n",
             "label_map.txt": "0\ta\t1\tthe A label\n1\tb\t1\n2\tc\t0\tC\twith tab\n",
         },
     )
     manifest = ingest("lines", src, tmp_path / "ds")
     corpus = Corpus(tmp_path / "ds")
     assert corpus.read_split("train").column("doc_id").to_pylist() == ["pkg-x", "pkg-y"]
+    assert not corpus.grouped and "group" not in corpus.schema.names
     texts = dict(zip(*corpus.label_texts().to_pydict().values(), strict=True))
     assert texts == {"a": "the A label", "b": None, "c": "C\twith tab"}
     assert manifest.has_label_texts
@@ -94,6 +95,24 @@ def test_ids_file_and_label_texts(tmp_path: Path) -> None:
     assert manifest.fingerprint == (
         "28c508250a386533a8c61923eec1558b148a566fafe16c348173d81fc4b7174c"
     )
+
+
+def test_a_second_ids_column_groups_the_corpus(tmp_path: Path) -> None:
+    files = {"train_texts.txt": "x\ny\nz\n", "train_labels.txt": "a\nb\na\n",
+             "test_texts.txt": "w\n", "test_labels.txt": "a\n"}  # fmt: skip
+    grouped_ids = "pkg-x\tsrc-1\tmore\npkg-y\npkg-z\tsrc-1\n"
+    src = make_src(tmp_path, {**files, "train_ids.txt": grouped_ids})
+    (tmp_path / "p").mkdir()
+    plain = make_src(tmp_path / "p", {**files, "train_ids.txt": "pkg-x\npkg-y\npkg-z\n"})
+    manifest = ingest("lines", src, tmp_path / "ds")
+    corpus = Corpus(tmp_path / "ds")
+    train = corpus.read_split("train")
+    assert corpus.grouped and train.column("doc_id").to_pylist() == ["pkg-x", "pkg-y", "pkg-z"]
+    # a line without a group is a group of its own (its doc id); the test split has no ids
+    assert train.column("group").to_pylist() == ["src-1", "pkg-y", "src-1"]
+    assert corpus.read_split("test").column("group").to_pylist() == ["test-00000001"]
+    # the groups are part of the content: the same rows without them fingerprint differently
+    assert manifest.fingerprint != ingest("lines", plain, tmp_path / "plain-ds").fingerprint
 
 
 def test_label_map_without_texts_gives_none(tmp_path: Path) -> None:

@@ -206,3 +206,22 @@ def test_current_pointer_is_checked(tmp_path: Path, base: Path) -> None:
     (root / "current.json").write_text('{"corpus": "gone"}')
     with pytest.raises(InputError, match="missing"):
         current_corpus(root)
+
+
+def test_a_grouped_base_keeps_its_groups_and_new_documents_get_their_own(tmp_path: Path) -> None:
+    train = [("b1\tsrc-1", "base 1", "x"), ("b2\tsrc-1", "base 2", "y")]
+    grouped = make_corpus(tmp_path, "grouped", train, [("t1\tsrc-2", "test 1", "x")])
+    drop = make_corpus(tmp_path, "d1", [("n1", "new 1", "z")], [("n2", "new test", "x")])
+    merge_corpora(grouped, [drop], tmp_path / "out", rows_per_group=2)
+    out = Corpus(tmp_path / "out")
+    assert out.grouped and not Corpus(drop).grouped
+    assert out.read_split("train").column("group").to_pylist() == ["src-1", "src-1", "n1"]
+    assert out.read_split("test").column("group").to_pylist() == ["src-2", "n2"]
+
+
+def test_a_corpus_grouped_in_one_file_only_is_refused(tmp_path: Path) -> None:
+    grouped = make_corpus(tmp_path, "g", [("b1\tsrc-1", "base 1", "x")], [("t1", "test", "x")])
+    test = pq.read_table(grouped / "test.parquet")
+    pq.write_table(test.drop_columns(["group"]), grouped / "test.parquet")
+    with pytest.raises(InputError, match="lacks a 'group' column, which .*train.parquet has"):
+        Corpus(grouped)

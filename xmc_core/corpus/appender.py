@@ -24,7 +24,8 @@ class RowAppender:
         for row_no, row in enumerate(table.to_pylist(), 1):
             features = row_features(row) if bow else None
             doc_id = self.id_prefix + row["doc_id"]
-            self.writer.add(doc_id, row["text"], row["labels"], source, row_no, features)
+            group = row.get("group")  # absent from an ungrouped corpus's rows
+            self.writer.add(doc_id, row["text"], row["labels"], source, row_no, features, group)
             self._pending += 1
             if self.group_rows is not None and self._pending >= self.group_rows:
                 self.end_group()

@@ -2,19 +2,24 @@
 
 A training document is held out when a hash of its doc id and the carve's seed falls below the
 carve's share (:func:`held_out`), so the choice depends on the document alone: the same documents
-are held out of a corpus however its row groups are laid out. The share is ``fraction``, lowered
-so that at most ``max_docs`` of the training documents are held out (:func:`carve_share`). A
-corpus grown by merging holds out the same documents (less those a drop replaced) while the cap
-does not bind, and a subset of them once it does (a smaller share keeps the smaller hashes): a
-warm retrain is calibrated on documents its champion did not train on either (a warm start
-reuses the champion's parts), except those a drop replaced.
+are held out of a corpus however its row groups are laid out. In a grouped corpus
+(:mod:`xmc_core.corpus.schema`) the hash is of the document's group (``by_group``, the default):
+a group is held out whole, as a test split of whole groups is, so that the model is not
+calibrated on documents whose siblings it trained on (which it predicts better than the test's).
+The share is ``fraction``, lowered so that at most ``max_docs`` of the training documents are
+held out (:func:`carve_share`; of groups, about that many documents). A corpus grown by merging
+holds out the same documents (less those a drop replaced) while the cap does not bind, and a
+subset of them once it does (a smaller share keeps the smaller hashes): a warm retrain is
+calibrated on documents its champion did not train on either (a warm start reuses the
+champion's parts), except those a drop replaced.
 
 :func:`carve_corpus` writes the corpus without them: its training split keeps every other row in
 order, in the source's row groups; the test split and the label texts are copied; the lineage is
 the source's (the registered model's name follows from it); the manifest's ``source`` records
 the carve (``calibration_carve``); written in bulk (:mod:`xmc_core.corpus.subset`).
-:func:`carved_rows` reads the held-out rows back from the source corpus. :func:`write_carve`
-writes both as a :class:`Carve` (the training stage's artifact).
+:func:`carved_rows` reads the held-out rows back from the source corpus (:func:`held_rows`:
+which they are). :func:`write_carve` writes both as a :class:`Carve` (the training stage's
+artifact).
 """
 
 from __future__ import annotations
@@ -49,14 +54,17 @@ class Carve:
         return cls(Corpus(Path(folder) / TRAINING), Corpus(Path(folder) / HELD))
 
 
-def write_carve(src: Path, out: Path, fraction: float, max_docs: int, seed: int) -> None:
+def write_carve(
+    src: Path, out: Path, fraction: float, max_docs: int, seed: int, by_group: bool = True
+) -> None:
     """Write the :class:`Carve` of corpus ``src`` into folder ``out``."""
-    carve_corpus(src, out / TRAINING, fraction, max_docs, seed)
-    rows = carved_rows(src, fraction, max_docs, seed)
+    corpus = Corpus(src)
+    record = _record(corpus, fraction, max_docs, seed, by_group)
+    parts, held = _training_parts(corpus, record)
+    _write_kept(corpus, out / TRAINING, parts, held, record)
+    rows = pa.concat_tables([t.filter(pa.array(h)) for t, h in zip(parts, held, strict=True)])
     if rows.num_rows == 0:
         raise ValueError(f"the carve holds out no training document of {src}")
-    corpus = Corpus(src)
-    record = _record(corpus, fraction, max_docs, seed)
     write_subset(corpus, out / HELD, {split: [rows] for split in SPLITS},
                  {"calibration_carve_of": record}, f"held {record}")  # fmt: skip
     fingerprints = {name: Corpus(out / name).fingerprint for name in (TRAINING, HELD)}
@@ -88,37 +96,65 @@ def held_out(doc_ids: list[str], share: float, seed: int) -> np.ndarray:
     return draws < np.uint64(min(int(share * 2.0**64), 2**64 - 1))
 
 
-def carve_corpus(src: Path, dest: Path, fraction: float, max_docs: int, seed: int) -> Manifest:
+def carve_corpus(
+    src: Path, dest: Path, fraction: float, max_docs: int, seed: int, by_group: bool = True
+) -> Manifest:
     """Write corpus ``src`` without its held-out training documents to ``dest`` (which appears
     only when complete, :func:`~xmc_core.corpus.subset.write_subset`); returns its manifest. A
     carve that would hold out every training document is refused."""
     corpus = Corpus(src)
-    record = _record(corpus, fraction, max_docs, seed)
-    splits = {split: [corpus.read_partition(ref) for ref in corpus.partitions(split)]
-              for split in SPLITS}  # fmt: skip
-    share = float(record["share"])  # type: ignore[arg-type]
-    splits["train"] = [t.filter(pa.array(~_held(t, share, seed))) for t in splits["train"]]
-    if not sum(t.num_rows for t in splits["train"]):
-        raise ValueError(f"the carve holds out every training document of {src}")
-    source = {**corpus.manifest.source, "calibration_carve": record}
-    return write_subset(corpus, dest, splits, source, f"kept {record}")
+    record = _record(corpus, fraction, max_docs, seed, by_group)
+    return _write_kept(corpus, dest, *_training_parts(corpus, record), record)
 
 
-def _record(corpus: Corpus, fraction: float, max_docs: int, seed: int) -> dict[str, object]:
-    """What a carve of ``corpus`` is: its settings, its share, the source."""
-    share = carve_share(corpus.manifest.splits["train"].rows, fraction, max_docs)
-    return {"fraction": fraction, "max_docs": max_docs, "seed": seed, "share": share,
-            "source": str(corpus.path), "source_fingerprint": corpus.fingerprint}  # fmt: skip
-
-
-def carved_rows(src: Path, fraction: float, max_docs: int, seed: int) -> pa.Table:
+def carved_rows(
+    src: Path, fraction: float, max_docs: int, seed: int, by_group: bool = True
+) -> pa.Table:
     """The training rows of corpus ``src`` that :func:`carve_corpus` holds out, in order."""
     corpus = Corpus(src)
-    share = carve_share(corpus.manifest.splits["train"].rows, fraction, max_docs)
-    parts = [corpus.read_partition(ref) for ref in corpus.partitions("train")]
-    tables = [t.filter(pa.array(_held(t, share, seed))) for t in parts]
+    parts, held = _training_parts(corpus, _record(corpus, fraction, max_docs, seed, by_group))
+    tables = [t.filter(pa.array(h)) for t, h in zip(parts, held, strict=True)]
     return pa.concat_tables(tables) if tables else corpus.schema.empty_table()
 
 
-def _held(table: pa.Table, share: float, seed: int) -> np.ndarray:
-    return held_out(table.column("doc_id").to_pylist(), share, seed)
+def held_rows(
+    src: Path, fraction: float, max_docs: int, seed: int, by_group: bool = True
+) -> np.ndarray:
+    """Whether each training row of corpus ``src``, in order, is held out: bool (n_train,)."""
+    corpus = Corpus(src)
+    _, held = _training_parts(corpus, _record(corpus, fraction, max_docs, seed, by_group))
+    return np.concatenate(held) if held else np.zeros(0, dtype=bool)
+
+
+def _record(
+    corpus: Corpus, fraction: float, max_docs: int, seed: int, by_group: bool
+) -> dict[str, object]:
+    """What a carve of ``corpus`` is: its settings, its share, the source; ``by``: ``group``
+    when it holds out whole groups (a grouped corpus and ``by_group``; absent otherwise)."""
+    share = carve_share(corpus.manifest.splits["train"].rows, fraction, max_docs)
+    by = {"by": "group"} if by_group and corpus.grouped else {}
+    return {"fraction": fraction, "max_docs": max_docs, "seed": seed, "share": share, **by,
+            "source": str(corpus.path), "source_fingerprint": corpus.fingerprint}  # fmt: skip
+
+
+def _training_parts(
+    corpus: Corpus, record: dict[str, object]
+) -> tuple[list[pa.Table], list[np.ndarray]]:
+    """The training split's partitions and whether each of their rows is held out."""
+    parts = [corpus.read_partition(ref) for ref in corpus.partitions("train")]
+    key = "group" if record.get("by") == "group" else "doc_id"
+    share, seed = float(record["share"]), int(record["seed"])  # type: ignore[arg-type]
+    return parts, [held_out(t.column(key).to_pylist(), share, seed) for t in parts]
+
+
+def _write_kept(
+    corpus: Corpus, dest: Path, parts: list[pa.Table], held: list[np.ndarray],
+    record: dict[str, object],
+) -> Manifest:  # fmt: skip
+    """The corpus without the held-out training rows (:func:`carve_corpus`)."""
+    kept = [t.filter(pa.array(~h)) for t, h in zip(parts, held, strict=True)]
+    splits = {"train": kept, "test": [corpus.read_partition(r) for r in corpus.partitions("test")]}
+    if not sum(t.num_rows for t in splits["train"]):
+        raise ValueError(f"the carve holds out every training document of {corpus.path}")
+    source = {**corpus.manifest.source, "calibration_carve": record}
+    return write_subset(corpus, dest, splits, source, f"kept {record}")

@@ -12,7 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from xmc_core.corpus.schema import FORMAT_VERSION, LABELS_SCHEMA, SPLITS, Manifest, corpus_schema
+from xmc_core.corpus.schema import (
+    FORMAT_VERSION,
+    GROUP_FIELD,
+    LABELS_SCHEMA,
+    SPLITS,
+    Manifest,
+    corpus_schema,
+)
 from xmc_core.errors import InputError
 from xmc_core.storage.paths import require_dataset_folder
 
@@ -58,8 +65,10 @@ class Corpus:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.kind = self.manifest.kind
-        self.schema = corpus_schema(self.kind)
         self._files = {split: self._split_files(split) for split in SPLITS}
+        self.grouped = GROUP_FIELD.name in _read_schema(self._files["train"][0]).names
+        """Whether every document carries a group (every file has the column, or none)."""
+        self.schema = corpus_schema(self.kind, self.grouped)
         for files in self._files.values():
             for f in files:
                 self._check_schema(f)
@@ -97,10 +106,12 @@ class Corpus:
         return files
 
     def _check_schema(self, path: Path) -> None:
-        try:
-            schema = pq.read_schema(path)
-        except (OSError, pa.ArrowException) as err:
-            raise InputError(path, f"not a readable Parquet file ({err})", "re-ingest") from err
+        schema = _read_schema(path)
+        if (GROUP_FIELD.name in schema.names) != self.grouped:
+            first = self._files["train"][0]
+            has, lacks = ("lacks", "has") if self.grouped else ("has", "lacks")
+            raise InputError(path, f"{has} a {GROUP_FIELD.name!r} column, which {first} {lacks}",
+                             "give every file of the corpus the column, or none")  # fmt: skip
         for field in self.schema:
             if field.name not in schema.names:
                 raise InputError(
@@ -150,6 +161,13 @@ class Corpus:
         if missing:
             raise InputError(path, f"missing columns {missing}", "re-ingest the dataset")
         return table.select(LABELS_SCHEMA.names).cast(LABELS_SCHEMA)
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowException) as err:
+        raise InputError(path, f"not a readable Parquet file ({err})", "re-ingest") from err
 
 
 def _compatible(got: pa.DataType, want: pa.DataType) -> bool:

@@ -4,11 +4,18 @@ A dataset is a folder::
 
     train.parquet   doc_id: string, text: string (null for bag-of-words corpora),
     test.parquet    labels: list<string>[, feature_ids: list<int32>, feature_values: list<float32>]
+                    [, group: string]
     labels.parquet  (optional) label: string, text: string (nullable): label texts
     manifest.json   row counts, label counts, content fingerprint, source, created-at
 
 ``train.parquet`` may also be a folder of Parquet files with that schema; any number of row
 groups. Every row group is one partition of the featurization stage.
+
+``group`` (optional, in every file of a corpus or in none): documents that belong together, e.g.
+the packages built from one source, the pages of one site. A corpus whose test split holds whole
+groups apart from its training split should carry them: the calibration carve then holds out
+whole groups too (``calibration.by_group``), so that it is as far from the training documents
+as the test split is.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ TEXT_FIELDS = [
     pa.field("text", pa.string(), nullable=True),
     pa.field("labels", pa.list_(pa.field("item", pa.string(), nullable=False)), nullable=False),
 ]
+GROUP_FIELD = pa.field("group", pa.string(), nullable=False)
 BOW_FIELDS = [
     pa.field("feature_ids", pa.list_(pa.field("item", pa.int32(), nullable=False))),
     pa.field("feature_values", pa.list_(pa.field("item", pa.float32(), nullable=False))),
@@ -35,9 +43,11 @@ LABELS_SCHEMA = pa.schema(
 )
 
 
-def corpus_schema(kind: Literal["text", "bow"]) -> pa.Schema:
-    """The Parquet schema of a split: text corpora carry text, bag-of-words corpora features."""
-    return pa.schema(TEXT_FIELDS + (BOW_FIELDS if kind == "bow" else []))
+def corpus_schema(kind: Literal["text", "bow"], grouped: bool = False) -> pa.Schema:
+    """The Parquet schema of a split: text corpora carry text, bag-of-words corpora features;
+    a ``grouped`` corpus each document's group."""
+    bow = BOW_FIELDS if kind == "bow" else []
+    return pa.schema(TEXT_FIELDS + bow + ([GROUP_FIELD] if grouped else []))
 
 
 class Policies(BaseModel):

@@ -46,15 +46,17 @@ class SplitWriter:
         kind: Literal["text", "bow"],
         policies: Policies,
         rows_per_group: int,
+        grouped: bool = False,
     ) -> None:
         self.path = path
+        self.grouped = grouped
         self.kind = kind
         self.policies = policies
         self.rows_per_group = rows_per_group
         self.stats = SplitStats()
         self.label_counts: Counter[str] = Counter()
         self.hash = hashlib.sha256()
-        self._schema = corpus_schema(kind)
+        self._schema = corpus_schema(kind, grouped)
         self._writer = pq.ParquetWriter(path, self._schema, compression="zstd")
         self._closed = False
         self._start = time.perf_counter()
@@ -69,11 +71,13 @@ class SplitWriter:
         source: str | Path,
         row: int,
         features: tuple[np.ndarray, np.ndarray] | None = None,
+        group: str | None = None,
     ) -> bool:
         """Validate and buffer one document; returns False if a policy dropped it.
 
         ``source``/``row`` name where the record came from, for error messages. ``features`` is
-        ``(ids int32, values float32)`` for bag-of-words corpora.
+        ``(ids int32, values float32)`` for bag-of-words corpora. ``group``: the document's
+        group in a grouped corpus (None: a group of its own, its doc id); ignored otherwise.
         """
         if (features is not None) != (self.kind == "bow"):
             wanted = "(ids, values)" if self.kind == "bow" else "None"
@@ -95,6 +99,13 @@ class SplitWriter:
                 return False
             self.stats.kept_unlabeled += 1
         self._check_id(doc_id, source, row)
+        if self.grouped:
+            group = doc_id if group is None else group
+            if not isinstance(group, str) or not group.strip():
+                raise InputError(source, f"group {brief(group)} is empty",
+                                 "give every document a group, or none (its own)", row)  # fmt: skip
+            self._buf["group"].append(group)
+            hash_fields(self.hash, [b"group", utf8(group, "group", source, row)])
         self._buffer(doc_id, text, labels, features, source, row)
         return True
 

@@ -51,7 +51,8 @@ class DatasetWriter:
 
     ``lineage`` (:mod:`xmc_core.corpus.lineage`): the ``Lineage`` the dataset continues, or the
     name of a lineage it starts; None: the lineage of the dataset folder it overwrites, else a
-    lineage named after ``dest``.
+    lineage named after ``dest``. ``grouped``: each document carries a group (``add``'s
+    ``group``; :mod:`xmc_core.corpus.schema`).
     """
 
     def __init__(
@@ -64,8 +65,10 @@ class DatasetWriter:
         rows_per_group: int = DEFAULT_ROWS_PER_GROUP,
         overwrite: bool = False,
         lineage: Lineage | str | None = None,
+        grouped: bool = False,
     ) -> None:
         self.dest = Path(dest)
+        self.grouped = grouped
         self.lineage = lineage
         self.kind = kind
         self.source = source
@@ -96,8 +99,9 @@ class DatasetWriter:
             raise ValueError("write the train split before the test split")
         assert self._tmp is not None, "use DatasetWriter as a context manager"
         writer = SplitWriter(
-            self._tmp / f"{name}.parquet", self.kind, self.policies, self.rows_per_group
-        )
+            self._tmp / f"{name}.parquet", self.kind, self.policies, self.rows_per_group,
+            self.grouped,
+        )  # fmt: skip
         self._writers[name] = writer
         return writer
 

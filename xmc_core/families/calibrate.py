@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 def carve(corpus: Corpus, cfg: CalibrationConfig, out: Path) -> None:
     """Write the :class:`~xmc_core.corpus.carve.Carve` of ``corpus`` into ``out``."""
-    write_carve(corpus.path, out, cfg.fraction, cfg.max_docs, cfg.seed)
+    write_carve(corpus.path, out, cfg.fraction, cfg.max_docs, cfg.seed, cfg.by_group)
 
 
 def calibrate(

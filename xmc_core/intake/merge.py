@@ -109,6 +109,7 @@ def merge_corpora(
         n_features=n_features,
         rows_per_group=_NO_AUTO_FLUSH,
         lineage=lineage,
+        grouped=any(c.grouped for c in inputs),  # an ungrouped input's documents: one each
     ) as ds:
         for split in SPLITS:
             writer = ds.split(split)
@@ -260,6 +261,7 @@ def prefix_doc_ids(src: Path, dest: Path, prefix: str) -> Manifest:
         policies=old.policies,
         n_features=old.n_features,
         rows_per_group=_NO_AUTO_FLUSH,
+        grouped=corpus.grouped,
     ) as ds:
         for split in SPLITS:
             appender = RowAppender(ds.split(split), group_rows=None, id_prefix=prefix)

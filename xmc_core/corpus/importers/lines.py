@@ -4,11 +4,13 @@ For each split (train, test) the source folder holds::
 
     {split}_texts.txt    document text (the line without its line ending, otherwise unchanged)
     {split}_labels.txt   label names separated by IngestOptions.label_sep (default ",")
-    {split}_ids.txt      (optional) doc id in the first tab-separated column
+    {split}_ids.txt      (optional) doc id in the first tab-separated column [TAB its group]
     label_map.txt        (optional) id TAB name TAB train-frequency [TAB label text]
 
-Without an ids file the doc ids are ``"{split}-{line:08d}"``. Label texts come from column 4 of
-``label_map.txt`` (keyed by the name in column 2) when any line has one.
+Without an ids file the doc ids are ``"{split}-{line:08d}"``. When the first line of
+``train_ids.txt`` has a second column, the corpus is grouped (:mod:`xmc_core.corpus.schema`):
+that column is each document's group, a document without one a group of its own. Label texts
+come from column 4 of ``label_map.txt`` (keyed by the name in column 2) when any line has one.
 """
 
 from __future__ import annotations
@@ -80,12 +82,22 @@ def import_lines(src: Path, dest: Path, options: IngestOptions) -> Manifest:
         policies=options.policies,
         rows_per_group=options.rows_per_group,
         overwrite=options.overwrite,
+        grouped=_grouped(files["train"].ids),
     ) as ds:
         for split in SPLITS:
             _write_split(ds, split, files[split], options)
         if label_map is not None and label_map.texts is not None:
             ds.set_label_texts(label_map.texts)
     return manifest_of(ds)
+
+
+def _grouped(ids: Path | None) -> bool:
+    """Whether the first line of the training split's ids file has a second column."""
+    if ids is None:
+        return False
+    with ids.open(encoding="utf-8", errors="replace") as f:
+        first = f.readline().rstrip("\r\n").split("\t")
+    return len(first) > 1 and bool(first[1].strip())
 
 
 def _write_split(ds: DatasetWriter, split: str, files: SplitFiles, options: IngestOptions) -> None:
@@ -96,8 +108,10 @@ def _write_split(ds: DatasetWriter, split: str, files: SplitFiles, options: Inge
         text = cols[0]
         separators.see(cols[1])
         labels = split_labels(cols[1], options.label_sep)
-        doc_id = cols[2].split("\t", 1)[0].strip() if files.ids else f"{split}-{lineno:08d}"
-        writer.add(doc_id, text, labels, files.blame(text, labels, keep_unlabeled), lineno)
+        ids = cols[2].split("\t", 2) if files.ids else [f"{split}-{lineno:08d}"]
+        group = (ids[1].strip() or None) if len(ids) > 1 else None
+        blame = files.blame(text, labels, keep_unlabeled)
+        writer.add(ids[0].strip(), text, labels, blame, lineno, group=group)
     stats = ds.close_split(split, files.texts)
     stats.files = [p.name for p in files.all()]
     separators.warn()
