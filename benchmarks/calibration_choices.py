@@ -11,11 +11,17 @@ these figures, never on the test split:
   the fold, the refit on all of it) and scored on the other three: ECE@1, ECE@5, Brier@5.
 - Thresholds: tuned on one fold (``sum`` objective) with the default map, scored on the other
   three: micro-F1 and macro-F1 for the global threshold alone and per label.
+- Carve by group (a grouped corpus only: debian-deps, whose test split holds whole source
+  packages): 20% of the training split's groups stand in for the test split; XR-Linear and the
+  ensemble train on the rest less a carve of the default share, of documents or of whole groups,
+  are calibrated on it and scored on the stand-in: P@1 of the carve and of the stand-in, ECE@1
+  and ECE@5 of the stand-in (one carve each, no folds).
 
-Every figure is the mean over the 4 folds. Usage, from the repository root::
+The maps' and thresholds' figures are means over the 4 folds. Usage, from the repository root::
 
     python benchmarks/calibration_choices.py [--datasets-root ../shared/datasets]
         [--datasets reuters21578-modapte,bibtex-bow,delicious-bow,debian-deps]
+        [--parts maps,thresholds,groups]
         [--out benchmarks/results/calibration-choices-<date>.json]
 """
 
@@ -37,12 +43,15 @@ from xmc_core.calibration import calibrator as cal
 from xmc_core.calibration import thresholds as th
 from xmc_core.calibration.maps import IsotonicMap, PlattMap, _pairs
 from xmc_core.calibration.metrics import ece_at_k, threshold_scores, top_k_pairs
+from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
 from xmc_core.corpus.carve import held_out
 from xmc_core.model.estimator import XmcClassifier
 
 DATASETS = ("reuters21578-modapte", "bibtex-bow", "delicious-bow", "debian-deps")
+PARTS = ("maps", "thresholds", "groups")
 FOLDS = 4
+GROUP_PRESETS = ("xr-linear", "ensemble")
 
 
 class EndsIsotonic(IsotonicMap):
@@ -149,12 +158,53 @@ def threshold_figures(d: dict[str, Any]) -> dict[str, dict[str, float]]:
             for n, v in rows.items()}  # fmt: skip
 
 
+def group_figures(workdir: Path) -> dict[str, dict[str, float]]:
+    """A carve of documents against a carve of groups, scored on held-out groups."""
+    table = Corpus(workdir / "corpus").read_split("train", ["doc_id", "group"])
+    keys = {"documents": table["doc_id"].to_pylist(), "groups": table["group"].to_pylist()}
+    X = sp.load_npz(workdir / "X_train.npz").tocsr()
+    Y = sp.load_npz(workdir / "Y_train.npz").tocsr()
+    test = held_out(keys["groups"], 0.2, 11)
+    rest = np.flatnonzero(~test)
+    share = XmcConfig().calibration.fraction
+    out: dict[str, dict[str, float]] = {}
+    for preset in GROUP_PRESETS:
+        for by, k in keys.items():
+            c = held_out([k[i] for i in rest], share, 0)
+            fit, carve = rest[~c], rest[c]
+            clf = XmcClassifier(bench_common.REPO / "configs" / f"{preset}.yaml",
+                                calibration__enabled=False).fit(X[fit], Y[fit])  # fmt: skip
+            label_docs = np.asarray((Y[fit] > 0).sum(axis=0)).ravel()
+            Sc = clf.model_.predict_features(X[carve], topk=20).tocsr()
+            St = clf.model_.predict_features(X[test], topk=20).tocsr()
+            P = cal.Calibrator.fit(Sc, Y[carve], 20, label_docs).probabilities(St, label_docs)
+            out[f"{preset}, carve of {by}"] = {
+                "P@1 carve": float(top_k_pairs(Sc, Y[carve], 1).relevant.mean()),
+                "P@1 held-out groups": float(top_k_pairs(St, Y[test], 1).relevant.mean()),
+                "ECE@1": ece_at_k(P, Y[test], 1), "ECE@5": ece_at_k(P, Y[test], 5),
+            }  # fmt: skip
+    return out
+
+
+def dataset_figures(workdir: Path, parts: list[str]) -> dict[str, Any]:
+    """The figures of ``parts`` on one prepared dataset (``groups``: when it is grouped)."""
+    out: dict[str, Any] = {}
+    if "maps" in parts or "thresholds" in parts:
+        d = validation_scores(workdir)
+        out |= {"maps": map_figures(d)} if "maps" in parts else {}
+        out |= {"thresholds": threshold_figures(d)} if "thresholds" in parts else {}
+    if "groups" in parts and Corpus(workdir / "corpus").grouped:
+        out["carve by group"] = group_figures(workdir)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--datasets-root", type=Path, default=bench_common.REPO.parent / "shared" / "datasets"
     )
     p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--parts", default=",".join(PARTS))
     today = dt.date.today().isoformat()
     out = bench_common.REPO / f"benchmarks/results/calibration-choices-{today}.json"
     p.add_argument("--out", type=Path, default=out)
@@ -171,14 +221,13 @@ def main(argv: list[str] | None = None) -> None:
             workdir = Path(tmp) / name
             workdir.mkdir()
             bench_common.prepare(args.datasets_root / name, workdir, keep_corpus=True)
-            d = validation_scores(workdir)
-            result["datasets"][name] = {"maps": map_figures(d), "thresholds": threshold_figures(d)}
+            result["datasets"][name] = dataset_figures(workdir, args.parts.split(","))
             bench_common.write_json(args.out, result)
             for part, rows in result["datasets"][name].items():
                 for v, figs in rows.items():
                     shown = "  ".join(f"{k} {100 * x:.2f}" if "Brier" not in k else f"{k} {x:.5f}"
                                       for k, x in figs.items())  # fmt: skip
-                    print(f"{name:21s} {part:10s} {v:44s} {shown}", flush=True)
+                    print(f"{name:21s} {part:14s} {v:44s} {shown}", flush=True)
     print(f"wrote {args.out}")
 
 

@@ -49,3 +49,21 @@ def test_a_tiny_run_scores_every_variant(tmp_path: Path) -> None:
         assert 0 < figures["Brier@5"] < 1
     assert "global" in got["thresholds"] and len(got["thresholds"]) == 9
     assert all(0 <= f["micro-F1"] <= 1 for f in got["thresholds"].values())
+
+
+def test_a_grouped_dataset_compares_a_carve_of_documents_with_one_of_groups(
+    tmp_path: Path,
+) -> None:
+    src = write_lines_dataset(tmp_path / "data" / "tiny")
+    (src / "train_ids.txt").write_text("".join(f"doc-{i}\tgroup-{i // 2}\n" for i in range(200)))
+    out = tmp_path / "choices.json"
+    argv = ["--datasets-root", str(tmp_path / "data"), "--datasets", "tiny", "--parts", "groups"]
+    choices.main([*argv, "--out", str(out)])
+    got = json.loads(out.read_text())["datasets"]["tiny"]
+    assert list(got) == ["carve by group"]  # only the part asked for
+    rows = got["carve by group"]
+    assert set(rows) == {f"{p}, carve of {by}" for p in choices.GROUP_PRESETS
+                         for by in ("documents", "groups")}  # fmt: skip
+    for figures in rows.values():
+        assert set(figures) == {"P@1 carve", "P@1 held-out groups", "ECE@1", "ECE@5"}
+        assert all(0 <= v <= 1 for v in figures.values())
