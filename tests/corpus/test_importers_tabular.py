@@ -78,6 +78,21 @@ def test_custom_columns_string_labels_generated_ids(tmp_path: Path, fmt: str) ->
     assert [r["labels"] for r in table] == [["a", "b"], ["c"]]
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_group_column_groups_the_corpus(tmp_path: Path, fmt: str) -> None:
+    rows = [{"doc_id": f"d{i}", "text": "x", "labels": ["a"], "source": g}
+            for i, g in enumerate(["s1", "", "s1", 7])]  # fmt: skip
+    if fmt == "parquet":
+        rows[3]["source"] = None  # a column of one type
+    src = make_src(tmp_path, fmt, rows)
+    corpus = run(fmt, src, tmp_path, group_column="source")
+    # an empty or null group: a group of its own (the doc id); an integer one: its digits
+    last = "d3" if fmt == "parquet" else "7"
+    assert corpus.read_split("train").column("group").to_pylist() == ["s1", "d1", "s1", last]
+    assert corpus.read_split("test").column("group").to_pylist() == ["t1"]  # test: no column
+    assert not run(fmt, src, tmp_path / "plain").grouped  # the default column "group": absent
+
+
 def test_id_column_none_and_int_ids(tmp_path: Path) -> None:
     rows = [{"doc_id": 7, "text": "x", "labels": ["a"]}, {"doc_id": 8, "text": "y", "labels": []}]
     src = make_src(tmp_path, "jsonl", rows)

@@ -223,5 +223,5 @@ def test_a_corpus_grouped_in_one_file_only_is_refused(tmp_path: Path) -> None:
     grouped = make_corpus(tmp_path, "g", [("b1\tsrc-1", "base 1", "x")], [("t1", "test", "x")])
     test = pq.read_table(grouped / "test.parquet")
     pq.write_table(test.drop_columns(["group"]), grouped / "test.parquet")
-    with pytest.raises(InputError, match="lacks a 'group' column, which .*train.parquet has"):
+    with pytest.raises(InputError, match=r"lacks a 'group' column, which .*train.parquet has"):
         Corpus(grouped)

@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("dest", type=Path, help="dataset folder to create")
     ing.add_argument("--on-empty", choices=["error", "drop"], default=_S)
     ing.add_argument("--on-unlabeled", choices=["error", "drop", "keep"], default=_S)
-    for name in ("id-column", "text-column", "labels-column", "label-sep"):
+    for name in ("id-column", "group-column", "text-column", "labels-column", "label-sep"):
         ing.add_argument(f"--{name}", default=_S)
     ing.add_argument("--rows-per-group", type=whole_count, default=_S)
     ing.add_argument("--overwrite", action="store_true", default=_S)
@@ -238,7 +238,8 @@ def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
 
 def _ingest(args: argparse.Namespace) -> Manifest:
     policies = Policies(**_given(args, "on_empty", "on_unlabeled"))
-    fields = ("id_column", "text_column", "labels_column", "label_sep", "rows_per_group")
+    fields = ("id_column", "group_column", "text_column", "labels_column", "label_sep",
+              "rows_per_group")  # fmt: skip
     options = IngestOptions(policies=policies, **_given(args, *fields, "overwrite"))
     return ingest(args.format, args.src, args.dest, options)
 

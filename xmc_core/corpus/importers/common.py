@@ -21,7 +21,8 @@ from xmc_core.wording import counted
 Records = Iterator[tuple[int, dict[str, Any]]]
 """(row or line number from 1, record) pairs, as the tabular readers yield them."""
 
-OPTION_OF = {"text": "--text-column", "labels": "--labels-column", "doc_id": "--id-column"}
+OPTION_OF = {"text": "--text-column", "labels": "--labels-column", "doc_id": "--id-column",
+             "group": "--group-column"}  # fmt: skip
 """The ``xmc ingest`` option naming the column of each role (for error messages)."""
 
 _LISTED_FILES = 20

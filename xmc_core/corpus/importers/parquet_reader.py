@@ -26,8 +26,8 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
     """Columns (of the first part) and rows of a Parquet file or folder of parts, read one batch
     at a time.
 
-    Only the id, text and labels columns are read; their types are checked first. Parts may
-    differ in other columns (ignored), not in which of those three they hold.
+    Only the id, text, labels and group columns are read; their types are checked first. Parts
+    may differ in other columns (ignored), not in which of those four they hold.
     """
     parts = [path]
     if path.is_dir():
@@ -36,7 +36,7 @@ def read_parquet(path: Path, options: IngestOptions) -> tuple[list[str], Records
         raise InputError(path, "folder holds no .parquet file", "put the Parquet parts in it")
     files = [_parquet_file(p) for p in parts]
     names = files[0].schema_arrow.names
-    roles = {options.id_column, options.text_column, options.labels_column}
+    roles = {options.id_column, options.text_column, options.labels_column, options.group_column}
     for part, pf in zip(parts, files, strict=True):
         _check_same_roles(part, pf.schema_arrow.names, parts[0], names, roles)
         part_names = pf.schema_arrow.names
@@ -75,8 +75,8 @@ def _check_same_roles(
     fixes += [f"add the columns {extra} to every part, or drop them from this one"] if extra else []
     raise InputError(
         part,
-        f"{' and '.join(problem)} (the id, text and labels columns must be the same in every part "
-        f"of {part.parent}; other columns may differ and are ignored)",
+        f"{' and '.join(problem)} (the id, text, labels and group columns must be the same in "
+        f"every part of {part.parent}; other columns may differ and are ignored)",
         f"{'; '.join(fixes)}, or move this part out of {part.parent}",
     )
 
@@ -152,6 +152,7 @@ def _check_parquet_types(path: Path, schema: pa.Schema, options: IngestOptions) 
         options.text_column: ("text", _is_string, "string"),
         options.labels_column: ("labels", _is_labels_type, "list<string> or string"),
         options.id_column: ("doc_id", _is_id_type, "string or integer"),
+        options.group_column: ("group", _is_id_type, "string or integer"),
     }
     for name, (role, ok, want) in checks.items():
         if name is None or name not in schema.names:

@@ -2,9 +2,11 @@
 
 The source folder holds ``{split}.jsonl`` (one JSON object a line), ``{split}.csv`` (header row,
 Python csv dialect "excel") or ``{split}.parquet`` (a file, or a folder of ``*.parquet`` parts).
-Column names come from IngestOptions (``doc_id``, ``text``, ``labels`` by default). Labels are a
-list of strings (JSON array, Parquet list<string>) or one string split by ``label_sep``. A null
-text counts as empty, null labels as none. Without the id column, doc ids are
+Column names come from IngestOptions (``doc_id``, ``text``, ``labels``, ``group`` by default; a
+corpus is grouped when its training file has the group column, :mod:`xmc_core.corpus.schema`, a
+document with a null or empty group a group of its own). Labels are a list of strings (JSON
+array, Parquet list<string>) or one string split by ``label_sep``. A null text counts as empty,
+null labels as none. Without the id column, doc ids are
 ``"{split}-{record:08d}"``. Optional ``labels.jsonl`` or ``labels.csv`` (columns ``label``,
 ``text``) give label texts.
 
@@ -148,14 +150,18 @@ READERS: dict[str, Callable[[Path, IngestOptions], tuple[list[str], Records]]] =
 
 @dataclass(frozen=True)
 class Columns:
-    """Which record fields hold the doc id (None: generated), the text and the labels."""
+    """Which record fields hold the doc id (None: generated), the text, the labels and the group
+    (None: not read)."""
 
     doc_id: str | None
     text: str
     labels: str
+    group: str | None = None
 
     @classmethod
-    def pick(cls, path: Path, found: list[str], options: IngestOptions) -> Columns:
+    def pick(
+        cls, path: Path, found: list[str], options: IngestOptions, grouped: bool = False
+    ) -> Columns:
         """Check that the text and labels columns exist in ``found`` (none: an empty file)."""
         if not found:
             raise InputError(
@@ -169,8 +175,9 @@ class Columns:
                     f"rename the column or set {OPTION_OF[role]} to the column holding the {role}",
                 )
         has_id = options.id_column is not None and options.id_column in found
+        group = options.group_column if grouped else None
         return cls(
-            options.id_column if has_id else None, options.text_column, options.labels_column
+            options.id_column if has_id else None, options.text_column, options.labels_column, group
         )
 
     def get(self, path: Path, row: int, record: dict[str, Any], role: str) -> Any:
@@ -217,14 +224,15 @@ def _as_labels(value: Any, sep: str, path: Path, row: int) -> list[Any]:
     )
 
 
-def _as_doc_id(value: Any, path: Path, row: int) -> str:
+def _as_doc_id(value: Any, path: Path, row: int, what: str = "doc id") -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     raise InputError(
-        path, f"doc id is {type(value).__name__} ({value!r:.60})", "use string or integer ids", row
-    )
+        path, f"{what} is {type(value).__name__} ({value!r:.60})", f"use string or integer {what}s",
+        row,
+    )  # fmt: skip
 
 
 def import_jsonl(src: Path, dest: Path, options: IngestOptions) -> Manifest:
@@ -244,6 +252,8 @@ def import_parquet(src: Path, dest: Path, options: IngestOptions) -> Manifest:
 
 def _import(fmt: str, src: Path, dest: Path, options: IngestOptions) -> Manifest:
     paths = {split: _split_path(src / f"{split}.{fmt}", fmt) for split in SPLITS}
+    opened = {split: READERS[fmt](paths[split], options) for split in SPLITS}  # lazy records
+    grouped = options.group_column is not None and options.group_column in opened["train"][0]
     label_texts, texts_path = read_label_texts(src)
     inputs = list(paths.values()) + ([texts_path] if texts_path else [])
     with DatasetWriter(
@@ -253,9 +263,10 @@ def _import(fmt: str, src: Path, dest: Path, options: IngestOptions) -> Manifest
         policies=options.policies,
         rows_per_group=options.rows_per_group,
         overwrite=options.overwrite,
+        grouped=grouped,
     ) as ds:
         for split in SPLITS:
-            _write_split(ds, split, paths[split], READERS[fmt], options)
+            _write_split(ds, split, paths[split], opened[split], options)
         if label_texts is not None:
             ds.set_label_texts(label_texts)
     return manifest_of(ds)
@@ -269,12 +280,12 @@ def _write_split(
     ds: DatasetWriter,
     split: str,
     path: Path,
-    reader: Callable[[Path, IngestOptions], tuple[list[str], Records]],
+    opened: tuple[list[str], Records],
     options: IngestOptions,
 ) -> None:
-    found, records = reader(path, options)
-    cols = Columns.pick(path, found, options)
+    found, records = opened
     writer = ds.split(split)
+    cols = Columns.pick(path, found, options, writer.grouped and options.group_column in found)
     separators = SeparatorCheck(path, options.label_sep)
     for index, (row, record) in enumerate(records, 1):
         raw_id = cols.get(path, row, record, "doc_id") if cols.doc_id else None
@@ -284,7 +295,9 @@ def _write_split(
         if isinstance(raw_labels, str):
             separators.see(raw_labels)
         labels = _as_labels(raw_labels, options.label_sep, path, row)
-        writer.add(doc_id, text, labels, path, row)
+        raw_group = record.get(cols.group) if cols.group else None  # None: a group of its own
+        group = None if raw_group in (None, "") else _as_doc_id(raw_group, path, row, "group")
+        writer.add(doc_id, text, labels, path, row, group=group)
     ds.close_split(split, path.name)
     separators.warn()
 
