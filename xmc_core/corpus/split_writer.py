@@ -104,9 +104,7 @@ class SplitWriter:
             if not isinstance(group, str) or not group.strip():
                 raise InputError(source, f"group {brief(group)} is empty",
                                  "give every document a group, or none (its own)", row)  # fmt: skip
-            self._buf["group"].append(group)
-            hash_fields(self.hash, [b"group", utf8(group, "group", source, row)])
-        self._buffer(doc_id, text, labels, features, source, row)
+        self._buffer(doc_id, text, labels, features, source, row, group if self.grouped else None)
         return True
 
     def _is_empty(
@@ -175,7 +173,10 @@ class SplitWriter:
         features: tuple[np.ndarray, np.ndarray] | None,
         source: str | Path,
         row: int,
+        group: str | None,
     ) -> None:
+        if group is not None:  # its own record first: a corpus without groups hashes as before
+            hash_fields(self.hash, [b"group", utf8(group, "group", source, row)])
         fields = [
             utf8(doc_id, "doc id", source, row),
             b"\x00" if text is None else b"\x01" + utf8(text, "text", source, row),
@@ -184,6 +185,8 @@ class SplitWriter:
         self._buf["doc_id"].append(doc_id)
         self._buf["text"].append(text if self.kind == "text" else None)
         self._buf["labels"].append(labels)
+        if group is not None:
+            self._buf["group"].append(group)
         if features is not None:
             ids = np.ascontiguousarray(features[0], dtype=np.int32)
             vals = np.ascontiguousarray(features[1], dtype=np.float32)

@@ -15,10 +15,9 @@ class IngestOptions(BaseModel):
     ``id_column``/``text_column``/``labels_column`` name the fields of tabular formats (a missing
     or None id column gives generated ids ``"{split}-{row:08d}"``); ``group_column`` the field of
     each document's group (:mod:`xmc_core.corpus.schema`; absent from the training split or None:
-    the corpus is not grouped); ``label_sep`` splits labels
-    given as one string; ``rows_per_group`` is the Parquet row group size, i.e. the partition
-    size of featurization; ``overwrite`` replaces an existing destination once the new one is
-    complete.
+    the corpus is not grouped); ``label_sep`` splits labels given as one string;
+    ``rows_per_group`` is the Parquet row group size, i.e. the partition size of featurization;
+    ``overwrite`` replaces an existing destination once the new one is complete.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

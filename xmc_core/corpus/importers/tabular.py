@@ -6,9 +6,8 @@ Column names come from IngestOptions (``doc_id``, ``text``, ``labels``, ``group`
 corpus is grouped when its training file has the group column, :mod:`xmc_core.corpus.schema`, a
 document with a null or empty group a group of its own). Labels are a list of strings (JSON
 array, Parquet list<string>) or one string split by ``label_sep``. A null text counts as empty,
-null labels as none. Without the id column, doc ids are
-``"{split}-{record:08d}"``. Optional ``labels.jsonl`` or ``labels.csv`` (columns ``label``,
-``text``) give label texts.
+null labels as none. Without the id column, doc ids are ``"{split}-{record:08d}"``. Optional
+``labels.jsonl`` or ``labels.csv`` (columns ``label``, ``text``) give label texts.
 
 Malformed input stops with an InputError naming the file (and the line or row): JSON that
 Python cannot hold (nesting deeper than its recursion limit, integers over 4300 digits) or with
