@@ -122,7 +122,8 @@ def held_rows(
 ) -> np.ndarray:
     """Whether each training row of corpus ``src``, in order, is held out: bool (n_train,)."""
     corpus = Corpus(src)
-    _, held = _training_parts(corpus, _record(corpus, fraction, max_docs, seed, by_group))
+    record = _record(corpus, fraction, max_docs, seed, by_group)
+    _, held = _training_parts(corpus, record, [_key(record)])  # the key column alone
     return np.concatenate(held) if held else np.zeros(0, dtype=bool)
 
 
@@ -138,13 +139,18 @@ def _record(
 
 
 def _training_parts(
-    corpus: Corpus, record: dict[str, object]
+    corpus: Corpus, record: dict[str, object], columns: list[str] | None = None
 ) -> tuple[list[pa.Table], list[np.ndarray]]:
-    """The training split's partitions and whether each of their rows is held out."""
-    parts = [corpus.read_partition(ref) for ref in corpus.partitions("train")]
-    key = "group" if record.get("by") == "group" else "doc_id"
+    """The training split's partitions (``columns``: None, all) and whether each of their rows
+    is held out."""
+    parts = [corpus.read_partition(ref, columns) for ref in corpus.partitions("train")]
     share, seed = float(record["share"]), int(record["seed"])  # type: ignore[arg-type]
-    return parts, [held_out(t.column(key).to_pylist(), share, seed) for t in parts]
+    return parts, [held_out(t.column(_key(record)).to_pylist(), share, seed) for t in parts]
+
+
+def _key(record: dict[str, object]) -> str:
+    """The column a carve hashes: ``group`` when it holds out whole groups, else ``doc_id``."""
+    return "group" if record.get("by") == "group" else "doc_id"
 
 
 def _write_kept(
