@@ -29,9 +29,12 @@ R2 = 1 / np.sqrt(2)
 
 def test_pifa_rows_on_3x4_toy() -> None:
     z = pifa([pifa_partial(X, Y)]).toarray()
-    # label 0: [.6, .8, 1, 0] / sqrt(2); label 1: [0, 0, 1, 1] / sqrt(2)
-    np.testing.assert_allclose(z[0], [0.6 * R2, 0.8 * R2, R2, 0.0], rtol=1e-6)
-    np.testing.assert_allclose(z[1], [0.0, 0.0, R2, R2], rtol=1e-6)
+    # doc 1 has two labels: each gets 1/sqrt(2) of it (PECOS's PIFA), docs 0 and 2 all of theirs
+    # label 0: [.6, .8, 0, 0] + [0, 0, R2, 0] = [.6, .8, R2, 0], norm sqrt(1.5)
+    # label 1: [0, 0, R2, 0] + [0, 0, 0, 1] = [0, 0, R2, 1], norm sqrt(1.5)
+    r15 = 1 / np.sqrt(1.5)
+    np.testing.assert_allclose(z[0], [0.6 * r15, 0.8 * r15, R2 * r15, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(z[1], [0.0, 0.0, R2 * r15, r15], rtol=1e-6)
 
 
 def test_pifa_sum_over_partitions_equals_whole() -> None:
@@ -54,7 +57,10 @@ def test_pifa_equals_the_matrix_formula_on_many_chunks() -> None:
     y = sp.csr_matrix((rng.random((300, 90)) < 0.05).astype(np.float32))
     dense = x.toarray().astype(np.float64)
     norms = np.linalg.norm(dense, axis=1, keepdims=True)
-    sums = y.T.toarray() @ (dense / np.where(norms > 0, norms, 1.0))
+    y_dense = y.toarray().astype(np.float64)
+    y_norms = np.linalg.norm(y_dense, axis=1, keepdims=True)
+    y_rows = y_dense / np.where(y_norms > 0, y_norms, 1.0)
+    sums = y_rows.T @ (dense / np.where(norms > 0, norms, 1.0))
     partial = pifa_partial(x, y)
     assert partial.has_sorted_indices and partial.dtype == np.float64
     np.testing.assert_allclose(partial.toarray(), sums, rtol=1e-12, atol=1e-12)
