@@ -12,7 +12,9 @@ venv, ``benchmarks/requirements-peers.txt``). ``WORKDIR`` holds the shared featu
 per document) and ``result.json``: wall seconds of training and of prediction, stages, RSS after
 loading the data, and ``predict_again_s``, a second identical prediction call, for reference
 (ours and PECOS also ``train_cpu_s``, the CPU seconds of training, all threads).
-Every method runs with its library's defaults, as a new user would call it; the parent computes
+Every method runs with its library's defaults, as a new user would call it, except the random
+seed: ``XMC_BENCH_SEED`` (default 0) seeds ours (``tree.seed`` and ``ranker.seed``), PECOS's
+tree and napkinXC (Omikuji takes no seed; it is not deterministic). The parent computes
 every metric with our metrics module. Only numpy, scipy and the method's own library are
 imported, so this file runs in both environments.
 """
@@ -35,6 +37,20 @@ WARMUP_DOCS = 200
 OMIKUJI_TREES = 3
 """Omikuji's forest size, written out (it is also ``default_hyper_param()``'s): the issue's
 ensemble target compares 3 XR-Linear members with 3 Omikuji trees."""
+
+
+def bench_seed() -> int:
+    """The run's seed, from ``XMC_BENCH_SEED`` (the parent sets it per repeat)."""
+    return int(os.environ.get("XMC_BENCH_SEED", "0"))
+
+
+def ours_config() -> Any:
+    """The default ``XmcConfig`` with the run's seed for the tree and the rankers."""
+    from xmc_core.config import XmcConfig
+
+    seed = bench_seed()
+    return XmcConfig.load(None, [f"tree.seed={seed}", f"ranker.seed={seed}"])
+
 
 # A method: (X_train, Y_train, X_test, model_dir) -> (predictions csr, timings and notes)
 Method = Callable[[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix, Path], tuple[sp.csr_matrix, dict]]
@@ -96,9 +112,7 @@ def _ours_warmup(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: Any) -> float:
 
 def run_ours(X: sp.csr_matrix, Y: sp.csr_matrix, X_test: sp.csr_matrix, model_dir: Path) -> Any:
     """xmc XR-Linear with the default ``XmcConfig`` (tree 16/100, squared hinge, beam 10)."""
-    from xmc_core.config import XmcConfig
-
-    cfg = XmcConfig()
+    cfg = ours_config()
     warmup_s = _ours_warmup(X, Y, cfg)
     t0, cpu0 = time.perf_counter(), time.process_time()
     model, stages = _ours_train(X, Y, cfg)
@@ -117,9 +131,7 @@ def run_ours_cold(
     at a new empty folder, and there is no warm-up, so training and prediction include
     compiling the numba kernels. Then the same training and prediction again, warm, in the
     same process: the difference is the one-time compile cost."""
-    from xmc_core.config import XmcConfig
-
-    cfg = XmcConfig()
+    cfg = ours_config()
     t0 = time.perf_counter()
     model, stages = _ours_train(X, Y, cfg)
     train_s = time.perf_counter() - t0
@@ -146,7 +158,7 @@ def run_pecos(X: sp.csr_matrix, Y: sp.csr_matrix, X_test: sp.csr_matrix, model_d
 
     t0, cpu0 = time.perf_counter(), time.process_time()
     Z, pifa_s = timed(lambda: LabelEmbeddingFactory.create(Y, X, method="pifa"))
-    C, tree_s = timed(lambda: Indexer.gen(Z))
+    C, tree_s = timed(lambda: Indexer.gen(Z, seed=bench_seed()))
     model, fit_s = timed(lambda: XLinearModel.train(X, Y, C=C))
     train_s, train_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     pred, predict_s = timed(lambda: model.predict(X_test))
@@ -162,7 +174,7 @@ def run_napkinxc(X: sp.csr_matrix, Y: sp.csr_matrix, X_test: sp.csr_matrix, mode
     from napkinxc.models import PLT
 
     labels = label_lists(Y)  # napkinXC takes a list of label-id lists (conversion untimed)
-    model = PLT(str(model_dir))
+    model = PLT(str(model_dir), seed=bench_seed())
     _, train_s = timed(lambda: model.fit(X, labels))
     rows, predict_s = timed(lambda: model.predict_proba(X_test, top_k=TOPK))
     notes = {"predict_again_s": timed(lambda: model.predict_proba(X_test, top_k=TOPK))[1]}

@@ -1,4 +1,5 @@
-"""benchmarks/peers.py: issue 17's targets from hand-made runs, and the cold run's wiring."""
+"""benchmarks/peers.py: issue 38's targets from hand-made runs, the cold run's wiring and the
+seed of each repeat."""
 
 from __future__ import annotations
 
@@ -34,12 +35,15 @@ def test_targets_against_the_best_peer_and_pecos() -> None:
     assert t["P@1"] == {"ours": 0.70, "best_peer": "omikuji", "peer": 0.71, "met": False}
     assert not t["P@5"]["met"] and t["P@5"]["pecos"] == 0.41
     assert t["train_s_median"]["ratio"] == pytest.approx(4.5 / 6.0) and t["train_s_median"]["met"]
+    # ... and faster than the best-P@1 peer (Omikuji, 9 s)
+    assert t["train_vs_best_peer"] == {"peer": "omikuji", "ours": 4.5, "theirs": 9.0, "met": True}
     assert t["peak_rss_mb_max"]["ratio"] == pytest.approx(300 / 310) and t["peak_rss_mb_max"]["met"]
     assert t["train_ratio_per_repeat"] == pytest.approx([4 / 6, 5 / 6, 4.5 / 6])
     assert t["cold"] == {"train_s": 9.0, "warm_train_s": 4.0, "compile_s": 6.5}
     lines = peers.verdict_lines(t)
     assert lines[0] == "- P@1 ours 70.00 vs best peer (omikuji) 71.00: NOT met"
-    assert "- train ours/PECOS 4.5 / 6 = 0.75x (target <= 0.8x): met" in lines
+    assert "- train ours/PECOS 4.5 / 6 = 0.75x (target <= 1.0x): met" in lines
+    assert "- train ours 4.5 s vs the best-P@1 peer (omikuji) 9 s: met" in lines
     assert lines[-1].startswith("- first run with an empty numba cache: train 9.00 s")
 
 
@@ -57,6 +61,8 @@ def test_the_cold_run_goes_once_first_with_an_empty_numba_cache(monkeypatch, tmp
     )
     result = peers.bench_dataset(tmp_path / "src", tmp_path, args)
     assert [m for m, _ in calls] == ["ours-cold", "ours", "pecos", "ours", "pecos"]
-    assert calls[0][1] == {"NUMBA_CACHE_DIR": str(tmp_path / "numba-cold")}
-    assert all(env is None for _, env in calls[1:])
+    cold = {"NUMBA_CACHE_DIR": str(tmp_path / "numba-cold"), "XMC_BENCH_SEED": "0"}
+    assert calls[0][1] == cold
+    # repeat r runs every method with seed r
+    assert [env for _, env in calls[1:]] == [{"XMC_BENCH_SEED": s} for s in "0011"]
     assert result["methods"]["ours-cold"]["n_ok_runs"] == 1
