@@ -283,8 +283,8 @@ def run_once(
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of train time, predict time and each metric, max peak RSS, over the successful
-    runs (napkinXC and Omikuji are not deterministic from run to run); the second prediction's
-    median is None when no run timed one."""
+    runs (repeats differ: ``peers.py`` gives each its own seed, and Omikuji is not
+    deterministic); the second prediction's median is None when no run timed one."""
     ok = [r for r in runs if r["status"] == "ok"]
     if not ok:
         return {"status": runs[-1]["status"], "runs": runs}
