@@ -37,8 +37,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 def interrupted_line(err: KeyboardInterrupt) -> str:
-    """The one line a command stopped by ``err`` prints."""
-    return f"interrupted: {err}" if isinstance(err, Interrupted) else "interrupted (Ctrl-C)"
+    """The one line a command stopped by ``err`` prints. A Ctrl-C that came while a codec
+    written in Python was decoding reaches here wrapped by the interpreter ("decoding with
+    'cp437' codec failed (Interrupted: ...)", the same type, the original as its cause): the
+    line is the original's."""
+    if not isinstance(err, Interrupted):
+        return "interrupted (Ctrl-C)"
+    while isinstance(err.__cause__, Interrupted):
+        err = err.__cause__
+    return f"interrupted: {err}"
 
 
 @contextmanager

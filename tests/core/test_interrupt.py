@@ -4,6 +4,7 @@ status 130, a second during a clean-up that hangs exits at once and kills what i
 
 from __future__ import annotations
 
+import codecs
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 from tests.cli_helpers import press_ctrl_c
+from xmc_core.interrupt import Interrupted, interrupted_line
 
 COMMAND = """
 import subprocess, sys, time
@@ -81,3 +83,25 @@ def test_a_ctrl_c_inside_a_ctypes_callback_stops_the_command_after_it() -> None:
     assert time.monotonic() - start < 4.5  # not after its 5 s of work
     assert (done.returncode, done.stdout) == (130, "")
     assert done.stderr == "interrupted: demo stopped in a callback\n"
+
+
+def test_a_ctrl_c_during_a_python_codec_keeps_its_one_line() -> None:
+    # the interpreter wraps an exception a codec function raises (CI, 2026-12-02: Ctrl-C while
+    # something decoded cp437 printed "interrupted: decoding with 'cp437' codec failed (...)")
+    def decode(_data: bytes, _errors: str = "strict") -> tuple[str, int]:
+        raise Interrupted("train flow stopped at label-tree")
+
+    def search(name: str) -> codecs.CodecInfo | None:
+        return codecs.CodecInfo(None, decode, name=name) if name == "xmc_test_boom" else None
+
+    codecs.register(search)
+    try:
+        b"x".decode("xmc_test_boom")
+    except Interrupted as err:
+        assert str(err).startswith("decoding with 'xmc_test_boom' codec failed")  # the wrapping
+        assert interrupted_line(err) == "interrupted: train flow stopped at label-tree"
+    else:
+        raise AssertionError("the codec did not raise")
+    finally:
+        codecs.unregister(search)
+    assert interrupted_line(KeyboardInterrupt()) == "interrupted (Ctrl-C)"
