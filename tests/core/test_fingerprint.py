@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,7 @@ FILES = {
         "import json\n"
         "from typing import TYPE_CHECKING\n"
         "import numpy as np\n"
+        "from numpy import linalg\n"
         f"from {PKG} import b\n"
         f"from {PKG}.c import VALUE\n"
         "from . import d\n"
@@ -94,6 +99,32 @@ def test_closure_skips_type_checking_third_party_and_unused(fake_pkg: Path) -> N
     assert all(name.split(".")[0] == PKG for name in closure)  # numpy, json: not followed
     assert f"{PKG}.typing_only" not in closure  # both `TYPE_CHECKING` and `typing.TYPE_CHECKING`
     assert f"{PKG}.unused" not in closure
+
+
+def test_closures_look_up_only_their_roots_one_thread_at_a_time(
+    fake_pkg: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The predict flow's partition tasks key themselves at once, in threads (a race there
+    once cost a cached result in CI): the closures are found one thread at a time, and no
+    third-party name (``from numpy import linalg``) goes through the import system."""
+    real, guard = importlib.util.find_spec, threading.Lock()
+    looked_up: list[str] = []
+    inside = [0, 0]  # now, most
+
+    def slow_find_spec(name: str, package: str | None = None) -> object:
+        with guard:
+            looked_up.append(name)
+            inside[0] += 1
+            inside[1] = max(inside)
+        time.sleep(0.02)
+        with guard:
+            inside[0] -= 1
+        return real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", slow_find_spec)
+    with ThreadPoolExecutor(4) as pool:
+        prints = set(pool.map(lambda _: closure_fingerprint(f"{PKG}.a", roots=ROOTS), range(8)))
+    assert len(prints) == 1 and set(looked_up) == {PKG} and inside[1] == 1
 
 
 def test_cycles_end_and_every_member_has_the_same_closure(fake_pkg: Path) -> None:

@@ -6,7 +6,13 @@ when the module is imported or its functions are called: ``import a.b`` and ``fr
 (``b`` a submodule or an attribute), relative imports, imports inside functions (lazy imports
 run too) and the ``__init__`` of every package on the way. Imports under ``if TYPE_CHECKING:``
 never run and do not count; modules outside the roots (the standard library, third-party
-packages) are neither followed nor listed. Each file is parsed once per process.
+packages) are neither followed nor listed, nor looked up. Each file is parsed once per
+process.
+
+Thread-safe: the first closure of a process is found under a lock (the predict flow's
+partition tasks compute their cache keys at once, in threads), and only modules under the
+roots are looked up through the import system (never a third-party name, whose finders may
+import or race).
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import threading
 from pathlib import Path
 
 DEFAULT_ROOTS: tuple[str, ...] = ("xmc_core",)
+_LOCK = threading.RLock()
 
 
 @functools.cache
@@ -28,18 +36,19 @@ def module_closure(module_name: str, roots: tuple[str, ...] = DEFAULT_ROOTS) -> 
     roots): it is listed and its imports are followed, but its sibling modules are not.
     Raises ``ModuleNotFoundError`` when ``module_name`` has no source file.
     """
-    if module_source(module_name) is None:
-        raise ModuleNotFoundError(f"{module_name}: no Python source file found")
-    seen: set[str] = set()
-    todo = [*_with_parents(module_name)]
-    while todo:
-        name = todo.pop()
-        if name in seen or module_source(name) is None:
-            continue
-        seen.add(name)
-        for imported in imported_modules(name):
-            todo.extend(m for m in _with_parents(imported) if _under(m, roots))
-    return frozenset(seen)
+    with _LOCK:
+        if module_source(module_name) is None:
+            raise ModuleNotFoundError(f"{module_name}: no Python source file found")
+        seen: set[str] = set()
+        todo = [*_with_parents(module_name)]
+        while todo:
+            name = todo.pop()
+            if name in seen or module_source(name) is None:
+                continue
+            seen.add(name)
+            for imported in imported_modules(name, roots):
+                todo.extend(m for m in _with_parents(imported) if _under(m, roots))
+        return frozenset(seen)
 
 
 @functools.cache
@@ -68,10 +77,11 @@ def module_source(module_name: str) -> Path | None:
 
 
 @functools.cache
-def imported_modules(module_name: str) -> frozenset[str]:
+def imported_modules(module_name: str, roots: tuple[str, ...] | None = None) -> frozenset[str]:
     """Absolute names of the modules ``module_name``'s source may import when it runs.
 
-    ``from a import b`` gives ``a`` and, when ``a.b`` has a source file, ``a.b`` too.
+    ``from a import b`` gives ``a`` and, when ``a.b`` has a source file, ``a.b`` too; with
+    ``roots``, ``a.b`` is looked for only when ``a`` lies under them.
     """
     path = module_source(module_name)
     if path is None:
@@ -88,16 +98,19 @@ def imported_modules(module_name: str) -> frozenset[str]:
         found.add(base)
         for alias in node.names:
             candidate = f"{base}.{alias.name}"
-            if alias.name != "*" and module_source(candidate) is not None:
+            if alias.name == "*" or (roots is not None and not _under(base, roots)):
+                continue
+            if module_source(candidate) is not None:
                 found.add(candidate)
     return frozenset(found)
 
 
 def clear_caches() -> None:
     """Forget parsed files and found sources (after source files were edited or added)."""
-    for fn in (module_closure, module_source, imported_modules):
-        fn.cache_clear()
-    importlib.invalidate_caches()
+    with _LOCK:
+        for fn in (module_closure, module_source, imported_modules):
+            fn.cache_clear()
+        importlib.invalidate_caches()
 
 
 def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
