@@ -31,6 +31,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,astec,onnx,docs]'
+	$(PY) -m xmc_core.app.compile_kernels  # once, not in every process that starts (module doc)
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 env:
