@@ -104,13 +104,13 @@ def lifecycle_stages(
     tracking, and those Cached)."""
     from tasks.lineage import flow_run_links
     from tasks.report import publish_report
-    from tasks.timings import cached_stages, stage_timings
+    from tasks.timings import stage_summary
 
     counted: dict[str, int] = {}
 
-    def timings() -> dict[str, float]:
-        counted["cached"], counted["stages"] = cached_stages(flow_run.get_id())
-        return stage_timings(flow_run.get_id())
+    def timings() -> dict[str, float]:  # one wait for the task runs to be final, not two
+        seconds, counted["cached"], counted["stages"] = stage_summary(flow_run.get_id())
+        return seconds
 
     ctx = RunContext(
         run_key=str(flow_run.get_id()), name=cfg.tracking.run_name or str(flow_run.get_name()),

@@ -33,18 +33,22 @@ def stage_timings(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -
     seconds for every task run (except the calling one) to be final; runs still unfinished
     then count the time they ran so far.
     """
+    return stage_summary(flow_run_id, wait_s)[0]
+
+
+def stage_summary(
+    flow_run_id: UUID | str | None = None, wait_s: float = 15.0
+) -> tuple[dict[str, float], int, int]:
+    """(:func:`stage_timings`, Cached stage task runs, all stage task runs) from one reading
+    of the task runs (one wait for them to be final): the stage runs are those tagged
+    ``tasks.stage_task.STAGE_TAG``, the Cached ones what an earlier run had done already."""
     timings: dict[str, float] = {}
-    for run in _final_task_runs(flow_run_id, wait_s):
+    runs = _final_task_runs(flow_run_id, wait_s)
+    for run in runs:
         timings[run.name] = timings.get(run.name, 0.0) + _seconds(run)
-    return dict(sorted(timings.items()))
-
-
-def cached_stages(flow_run_id: UUID | str | None = None, wait_s: float = 15.0) -> tuple[int, int]:
-    """(Cached, all) stage task runs (``tasks.stage_task.STAGE_TAG``) of a flow run and its
-    subflow runs, as :func:`stage_timings` reads them: how many stages an earlier run had done
-    already."""
-    runs = [r for r in _final_task_runs(flow_run_id, wait_s) if STAGE_TAG in r.tags]
-    return sum(1 for r in runs if r.state is not None and r.state.name == "Cached"), len(runs)
+    stages = [r for r in runs if STAGE_TAG in r.tags]
+    cached = sum(1 for r in stages if r.state is not None and r.state.name == "Cached")
+    return dict(sorted(timings.items())), cached, len(stages)
 
 
 def _final_task_runs(flow_run_id: UUID | str | None, wait_s: float) -> list[Any]:

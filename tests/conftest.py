@@ -9,6 +9,9 @@ marked ``@pytest.mark.slow`` itself. ``make test`` runs every test.
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,11 +23,21 @@ apply_quiet_defaults()
 
 
 @pytest.fixture(scope="session")
-def prefect_server() -> Iterator[None]:
-    """One Prefect test server for every test that runs a flow (flows, the contract suite)."""
-    from prefect.testing.utilities import prefect_test_harness
+def prefect_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated, empty Prefect database (:mod:`tests.prefect_db`), made once for the run: the
+    pytest-xdist workers' temporary folders share their parent."""
+    from tests.prefect_db import migrated_template
 
-    with prefect_test_harness(server_startup_timeout=120):
+    base = tmp_path_factory.getbasetemp()
+    return migrated_template(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
+@pytest.fixture(scope="session")
+def prefect_server(prefect_template: Path) -> Iterator[None]:
+    """One Prefect test server for every test that runs a flow (flows, the contract suite)."""
+    from tests.prefect_db import seeded_harness
+
+    with seeded_harness(prefect_template):
         yield
 
 
@@ -118,3 +131,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
     items.sort(key=run_order)
+
+
+_BUILDERS: list[subprocess.Popen[bytes]] = []
+"""The process :func:`pytest_sessionstart` started."""
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """``make test`` (pytest-xdist workers, the slow tier included): the Prefect template
+    database (:func:`prefect_template`) starts being made now, in a process of its own, while
+    the workers start and collect; the first of them to need it waits for it (a file lock)."""
+    config = session.config
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", 0):
+        return
+    if config.getoption("markexpr", "") == "not slow":
+        return
+    root = config._tmp_path_factory.getbasetemp()  # the workers' temporary folders' parent
+    cmd = [sys.executable, "-m", "tests.prefect_db", str(root)]
+    _BUILDERS.append(subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1]))
+
+
+def pytest_sessionfinish() -> None:
+    for builder in _BUILDERS:  # long finished by now
+        builder.wait(timeout=600)

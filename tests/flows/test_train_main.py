@@ -11,15 +11,16 @@ import sys
 from pathlib import Path
 
 from tests.cli_helpers import Stopped, press_ctrl_c
+from tests.prefect_db import seed_home
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPUTED = re.compile(r"Task run '([\w-]+)' - [\w-]+: ", re.M)
 """A stage's line: logged by a task that computed its artifact (a cached one logs nothing)."""
 
 
-def test_train_main_job_end_to_end(tmp_path: Path) -> None:
+def test_train_main_job_end_to_end(tmp_path: Path, prefect_template: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_HOME"] = str(seed_home(tmp_path / "prefect", prefect_template))
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
     cmd = [sys.executable, "-m", "flows.train", "--set", f"work_dir={tmp_path / 'work'}"]
     cmd += ["--set", "data.synthetic_scale=0.05", "--set", "data.rows_per_group=150"]

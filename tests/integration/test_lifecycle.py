@@ -36,6 +36,7 @@ from tests.integration.servers import (
     prefect_server,
     wait_http,
 )
+from tests.prefect_db import seed_home
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
@@ -86,11 +87,11 @@ def shuffled(table: pa.Table, fraction: float, seed: int) -> pa.Table:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory, prefect_template: Path) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("lifecycle")
     logs = root / "logs"
     logs.mkdir()
-    env = base_env(root / "prefect-home")
+    env = base_env(seed_home(root / "prefect-home", prefect_template))
     with prefect_server(env, logs) as api, mlflow_server(env, root / "mlflow", logs) as uri:
         env |= {"PREFECT_API_URL": api, "MLFLOW_TRACKING_URI": uri, "XMC_PROJECT_DIR": str(REPO)}
         prefect = str(BIN / "prefect")

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.servers import free_port, wait_http
+from tests.prefect_db import seed_home
 from xmc_core.storage.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,8 +134,10 @@ def spawn(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[by
 
 
 @contextlib.contextmanager
-def start_services(base: Path) -> Iterator[Services]:
-    """Start a Prefect server and a 2-worker Dask cluster, both carrying the crash hook."""
+def start_services(base: Path, prefect_template: Path) -> Iterator[Services]:
+    """Start a Prefect server (its database a copy of ``prefect_template``,
+    :mod:`tests.prefect_db`) and a 2-worker Dask cluster, both carrying the crash hook."""
+    seed_home(base / "prefect", prefect_template)
     (base / "hook").mkdir()
     shutil.copyfile(HOOK_FILE, base / "hook" / "sitecustomize.py")
     write_json(base / "plan.json", {"audit": str(base / "audit.jsonl")})

@@ -101,8 +101,10 @@ TREE_DEPTH = sum(1 for k in KILLS for h in k.holds if h.stage == "level")
 
 
 @pytest.fixture(scope="module")
-def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    with start_services(tmp_path_factory.mktemp("crash").resolve()) as running:
+def services(
+    tmp_path_factory: pytest.TempPathFactory, prefect_template: Path
+) -> Iterator[Services]:
+    with start_services(tmp_path_factory.mktemp("crash").resolve(), prefect_template) as running:
         yield running
 
 

@@ -29,7 +29,6 @@ from prefect.results import ResultRecordMetadata
 from prefect.serializers import JSONSerializer
 from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 from prefect.states import Completed
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
@@ -42,6 +41,7 @@ from tasks.cache_records import (
     verified_record,
 )
 from tests.flows.conftest import task_states
+from tests.prefect_db import seeded_harness
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
@@ -132,8 +132,8 @@ DAMAGE = {
 
 
 @pytest.fixture(scope="module")
-def prefect_server() -> Iterator[None]:
-    with prefect_test_harness(server_startup_timeout=120):
+def prefect_server(prefect_template: Path) -> Iterator[None]:
+    with seeded_harness(prefect_template):
         yield
 
 

@@ -25,6 +25,7 @@ import pytest
 
 from tasks.report import REPORT_KEY
 from tests.integration.servers import BIN, REPO, background, base_env, free_port, wait_http
+from tests.prefect_db import seed_home
 from tests.ui.cdp import Chromium
 from xmc_core.evaluation.plots import TITLES
 
@@ -50,10 +51,12 @@ REPORT_STATE = """(() => {
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def trained(
+    tmp_path_factory: pytest.TempPathFactory, prefect_template: Path
+) -> Iterator[dict[str, Any]]:
     """A Prefect server with its UI, and one ``python -m flows.train`` run recorded there."""
     root = tmp_path_factory.mktemp("report-ui")
-    env = base_env(root / "prefect")
+    env = base_env(seed_home(root / "prefect", prefect_template))
     with prefect_ui(env, root / "prefect-server.log") as api:
         env["PREFECT_API_URL"] = api
         work = root / "work"
