@@ -27,9 +27,9 @@ def prefect_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated, empty Prefect database (:mod:`tests.prefect_db`), made once for the run: the
     pytest-xdist workers' temporary folders share their parent."""
     from tests.prefect_db import migrated_template
+    from tests.shared_tmp import shared_root
 
-    base = tmp_path_factory.getbasetemp()
-    return migrated_template(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+    return migrated_template(shared_root(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")

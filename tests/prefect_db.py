@@ -5,7 +5,6 @@ server still runs its start-up (its migration check finds nothing to do)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -17,6 +16,8 @@ from pathlib import Path
 from unittest import mock
 
 import prefect
+
+from tests.shared_tmp import held
 
 CREATE = (
     "import asyncio\n"
@@ -30,8 +31,7 @@ def migrated_template(root: Path) -> Path:
     """The migrated database under ``root`` (a folder every test process of the run shares),
     made by the first process that asks; the others wait for it (a file lock)."""
     target = root / f"prefect-{prefect.__version__}-migrated.db"
-    with open(root / "prefect-template.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held(root / "prefect-template.lock"):
         if not target.exists():
             partial = root / "prefect-template.partial.db"
             partial.unlink(missing_ok=True)
