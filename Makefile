@@ -26,12 +26,17 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 .PHONY: install browser train test check lint format bench-featurize clean env docs
 .PHONY: peers-venv bench-peers bench-families bench-end-to-end bench-scaling
 
+# Installing compiles, once and not in every process that starts: the numba kernels
+# (xmc_core/app/compile_kernels.py) beside the bytecode of every installed package and of this
+# tree (xmc_core/app/compile_bytecode.py), the two at once on the machine's cores; pip's own
+# bytecode step (--no-compile) would take one core for a minute more.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,astec,onnx,docs]'
-	$(PY) -m xmc_core.app.compile_kernels  # once, not in every process that starts (module doc)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e '.[dev,astec,onnx,docs]'
+	$(PY) -m xmc_core.app.compile_kernels & kernels=$$!; \
+	  $(PY) -m xmc_core.app.compile_bytecode; bytecode=$$?; wait $$kernels && exit $$bytecode
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 env:

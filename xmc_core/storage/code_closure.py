@@ -114,7 +114,9 @@ def clear_caches() -> None:
 
 
 def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement of ``tree`` except those under ``if TYPE_CHECKING:``."""
+    """Every import statement of ``tree`` except those under ``if TYPE_CHECKING:``. Imports are
+    statements, so only statement lists are walked (:data:`_STATEMENT_LISTS`), never the
+    expressions inside them: a tenth of the nodes."""
     found: list[ast.Import | ast.ImportFrom] = []
     todo: list[ast.AST] = [tree]
     while todo:
@@ -124,8 +126,15 @@ def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
             todo.extend(node.orelse)  # the else branch does run
         else:
-            todo.extend(ast.iter_child_nodes(node))
+            for name in _STATEMENT_LISTS:
+                todo.extend(getattr(node, name, ()))
     return found
+
+
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+"""The fields that hold statements (a module's, a function's or a class's body, the branches of
+``if``, ``for``, ``while``, ``try`` and ``with``, except handlers, ``match`` cases). Only statements
+are pushed, so no ``body`` reached is an expression's (``lambda``, ``x if c else y``)."""
 
 
 def _is_type_checking(test: ast.expr) -> bool:
