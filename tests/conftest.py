@@ -78,19 +78,23 @@ SLOW_MODULES = {
 """Modules (or folders) under ``tests/`` whose every test is slow, with why."""
 
 LONGEST_FIRST = (
-    "reliability/test_crash_safety.py",
-    "integration/test_lifecycle.py",
-    "flows/test_train_flow.py",
     "model/test_contract.py",
+    "integration/test_lifecycle.py",
+    "reliability/test_crash_safety.py",
+    "flows/test_train_flow.py",
+    "flows/test_retrain_warm.py",
     "flows/test_train_main.py",
-    "benchmarks/test_int8_predict.py",
     "ui/test_report_in_browser.py",
-    "flows/test_retrain_flow.py",
+    "benchmarks/test_int8_predict.py",
     "reliability/test_hostile_errors.py",
+    "reliability/test_hostile_registry.py",
     "reliability/test_hostile_cache.py",
-    "benchmarks/test_xr_transformer.py",
     "flows/test_transformer_flow.py",
-    "flows/test_dask_ranker.py",
+    "serving/test_registry.py",
+    "flows/test_retrain_flow.py",
+    "app/test_matrix_cli.py",
+    "core/test_cli.py",
+    "reliability/test_hostile_serving.py",
 )
 """The modules that take longest (``--durations=0`` of the whole suite), longest first. ``make
 test`` runs the suite on two workers, a module at a time each (pytest-xdist ``--dist loadfile``):
