@@ -28,8 +28,8 @@ ENV_VARS := DO_NOT_TRACK PREFECT_SERVER_ANALYTICS_ENABLED MLFLOW_DISABLE_TELEMET
 
 # Installing compiles, once and not in every process that starts: the numba kernels
 # (xmc_core/app/compile_kernels.py) beside the bytecode of every installed package and of this
-# tree (xmc_core/app/compile_bytecode.py), the two at once on the machine's cores; pip's own
-# bytecode step (--no-compile) would take one core for a minute more.
+# tree (xmc_core/app/compile_bytecode.py), the two at once on the machine's cores. pip writes no
+# bytecode (--no-compile): its own step would take about two minutes more on one core.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
