@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import threading
@@ -189,3 +190,59 @@ def test_graph_stages_and_lifecycle_stages_key_on_their_own_closure() -> None:
     lifecycle = closure_fingerprint("xmc_core.lifecycle.predict")
     want = combine("predictions", lifecycle, [["parts", []]])[:32]
     assert artifact_key(ASSEMBLE, {"parts": []}) == want  # batch prediction: the same scheme
+
+
+NESTED = """
+import m0
+def f():
+    import m1
+    class C:
+        import m2
+        async def g(self):
+            async with x:
+                import m3
+            async for _ in y:
+                pass
+            else:
+                import m4
+try:
+    import m5
+except ImportError:
+    import m6
+else:
+    import m7
+finally:
+    import m8
+for _ in z:
+    import m9
+else:
+    import m10
+while w:
+    import m11
+else:
+    import m12
+with open(p) as h:
+    import m13
+match v:
+    case 1:
+        import m14
+    case _:
+        if c:
+            from m15 import q
+        elif TYPE_CHECKING:
+            import never
+        else:
+            import m16
+lam = lambda: __import__("not_a_statement")
+"""
+
+
+def test_imports_are_found_in_every_kind_of_statement_list() -> None:
+    """Imports are statements: every body, branch, handler and case holds some; none is lost
+    by walking only statement lists."""
+    from xmc_core.storage.code_closure import _runtime_imports
+
+    found = set()
+    for node in _runtime_imports(ast.parse(NESTED)):
+        found |= {node.module} if isinstance(node, ast.ImportFrom) else {a.name for a in node.names}
+    assert found == {f"m{i}" for i in range(17)}
