@@ -14,9 +14,11 @@ from xmc_core.app import compile_bytecode
 
 
 def test_the_folders_are_the_installed_packages_then_this_tree() -> None:
+    paths = sysconfig.get_paths()
+    installed = list(dict.fromkeys(Path(paths[k]) for k in ("purelib", "platlib")))
     folders = compile_bytecode.folders()
-    assert folders[0] == Path(sysconfig.get_paths()["purelib"])
-    assert folders[1:] == [REPO_ROOT / name for name in compile_bytecode.TREE]
+    assert folders[: len(installed)] == installed  # each once, also when they are one folder
+    assert folders[len(installed) :] == [REPO_ROOT / name for name in compile_bytecode.TREE]
 
 
 def test_a_file_that_does_not_compile_is_skipped_and_the_rest_compiled(

@@ -24,16 +24,19 @@ install)."""
 
 
 def folders() -> list[Path]:
-    """The installed packages' folder, then each of this tree's packages that exists."""
+    """The installed packages' folders (pure and platform-specific: one folder in a venv here,
+    two where the platform's packages live apart), then each of this tree's packages that
+    exists."""
     root = Path(__file__).resolve().parents[2]
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    return [purelib, *(root / name for name in TREE if (root / name).is_dir())]
+    paths = sysconfig.get_paths()
+    installed = dict.fromkeys(Path(paths[key]) for key in ("purelib", "platlib"))
+    return [*installed, *(root / name for name in TREE if (root / name).is_dir())]
 
 
 def compile_bytecode() -> float:
     """Compile every folder with a worker per core; returns the wall seconds it took."""
     began = time.perf_counter()
-    for folder in dict.fromkeys(folders()):
+    for folder in folders():
         compileall.compile_dir(folder, quiet=2, workers=0)
     return time.perf_counter() - began
 
