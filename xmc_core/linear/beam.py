@@ -64,11 +64,15 @@ class ChunkedLevel:
         W = sp.csc_matrix(W)
         per_parent = np.bincount(parent, weights=np.diff(W.indptr), minlength=n_parents)
         ent_ptr = offsets(per_parent.astype(np.int64))
-        feat_of, local = np.empty((2, ent_ptr[-1]), dtype=np.int64)
+        if W.shape[0] > 2**31 - 1:
+            raise ValueError(f"W has {W.shape[0]} rows: at most 2**31 - 1 features")
+        # separate int32 arrays: ``feat_of`` is freed on return (one block would stay whole)
+        feat_of = np.empty(ent_ptr[-1], dtype=np.int32)
+        local = np.empty(ent_ptr[-1], dtype=np.int32)  # a child's place among its siblings
         val = np.empty(ent_ptr[-1], dtype=np.float32)
         n_feat = np.zeros(n_parents, dtype=np.int64)
         _sort_chunks(
-            W.indptr.astype(np.int64), W.indices, W.data.astype(np.float32), children,
+            W.indptr.astype(np.int64), W.indices, W.data.astype(np.float32, copy=False), children,
             child_ptr, ent_ptr, feat_of, local, val, n_feat,
         )  # fmt: skip
         feat_ptr = offsets(n_feat)
