@@ -140,6 +140,6 @@ def test_chunked_level_layout_by_hand() -> None:
     assert level.val.tolist() == [5, 7, 6, 1, 2, 3, 4]
     assert (level.n_features, level.n_nodes) == (3, 4)
     # what a level keeps per weight: a 4-byte child place and value, each its own array (a view
-    # into a larger block would keep the whole block alive: 1.7 GB at 1M labels)
+    # into a larger block would keep the whole block alive: 2.6 GB more at 1M labels)
     assert (level.local.dtype, level.val.dtype) == (np.int32, np.float32)
     assert level.local.base is None and level.val.base is None
