@@ -56,6 +56,8 @@ class ChunkedLevel:
         n_nodes, n_parents = C.shape
         if W.shape[1] != n_nodes:
             raise ValueError(f"W has {W.shape[1]} columns, C has {n_nodes} children")
+        if W.shape[0] > 2**31 - 1:
+            raise ValueError(f"W has {W.shape[0]} rows: at most 2**31 - 1 features")
         if not np.array_equal(np.diff(C.indptr), np.ones(n_nodes, dtype=C.indptr.dtype)):
             raise ValueError("every child needs exactly one parent in C")
         parent = C.indices.astype(np.int64)
@@ -64,8 +66,6 @@ class ChunkedLevel:
         W = sp.csc_matrix(W)
         per_parent = np.bincount(parent, weights=np.diff(W.indptr), minlength=n_parents)
         ent_ptr = offsets(per_parent.astype(np.int64))
-        if W.shape[0] > 2**31 - 1:
-            raise ValueError(f"W has {W.shape[0]} rows: at most 2**31 - 1 features")
         # separate int32 arrays: ``feat_of`` is freed on return (one block would stay whole)
         feat_of = np.empty(ent_ptr[-1], dtype=np.int32)
         local = np.empty(ent_ptr[-1], dtype=np.int32)  # a child's place among its siblings
