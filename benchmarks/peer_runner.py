@@ -12,11 +12,13 @@ venv, ``benchmarks/requirements-peers.txt``). ``WORKDIR`` holds the shared featu
 per document) and ``result.json``: wall seconds of training and of prediction, stages, RSS after
 loading the data, and ``predict_again_s``, a second identical prediction call, for reference
 (ours and PECOS also ``train_cpu_s``, the CPU seconds of training, all threads).
-Every method runs with its library's defaults, as a new user would call it, except the random
-seed: ``XMC_BENCH_SEED`` (default 0) seeds ours (``tree.seed`` and ``ranker.seed``), PECOS's
-tree and napkinXC (Omikuji takes no seed; it is not deterministic). The parent computes
-every metric with our metrics module. Only numpy, scipy and the method's own library are
-imported, so this file runs in both environments.
+Ours and PECOS release the label features (PIFA) once the tree is built: neither trains on
+them, and our pipeline's stages never hold them during the fit (before 2026-12-03 both held
+them to the end, 1-2 GB at 1M labels). Every method runs with its library's defaults, as a new
+user would call it, except the random seed: ``XMC_BENCH_SEED`` (default 0) seeds ours
+(``tree.seed`` and ``ranker.seed``), PECOS's tree and napkinXC (Omikuji takes no seed; it is
+not deterministic). The parent computes every metric with our metrics module. Only numpy, scipy
+and the method's own library are imported, so this file runs in both environments.
 """
 
 from __future__ import annotations
@@ -85,14 +87,22 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 # ---------------------------------------------------------------- ours (project venv)
-def _ours_train(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: Any) -> tuple[Any, dict[str, float]]:
-    """PIFA (as our pipeline computes it), label tree, XR-Linear fit; seconds per stage."""
+def _ours_train(
+    X: sp.csr_matrix, Y: sp.csr_matrix, cfg: Any, mark: Callable[[str], None] = lambda _: None
+) -> tuple[Any, dict[str, float]]:
+    """PIFA (as our pipeline computes it), label tree, XR-Linear fit; seconds per stage.
+    ``mark(stage)`` is called as each stage begins (``benchmarks/memory_trace.py`` records it)."""
     from xmc_core.features.pifa import concat_label_features, pifa, pifa_partial
     from xmc_core.linear.model import XRLinearModel
     from xmc_core.linear.tree import LabelTree
 
+    mark("pifa")
     Z, pifa_s = timed(lambda: concat_label_features([pifa([pifa_partial(X, Y)])], [1.0]))
-    tree, tree_s = timed(lambda: LabelTree.build(Z, cfg.tree))
+    mark("tree")
+    t0 = time.perf_counter()  # not ``timed``: a lambda would keep Z alive
+    tree, tree_s = LabelTree.build(Z, cfg.tree), time.perf_counter() - t0
+    del Z  # as our pipeline's stages do (the fit's never holds them); PECOS's likewise
+    mark("fit")
     model, fit_s = timed(lambda: XRLinearModel(cfg.ranker, cfg.predict).fit(X, Y, tree))
     return model, {"pifa_s": pifa_s, "tree_s": tree_s, "fit_s": fit_s}
 
@@ -158,7 +168,9 @@ def run_pecos(X: sp.csr_matrix, Y: sp.csr_matrix, X_test: sp.csr_matrix, model_d
 
     t0, cpu0 = time.perf_counter(), time.process_time()
     Z, pifa_s = timed(lambda: LabelEmbeddingFactory.create(Y, X, method="pifa"))
-    C, tree_s = timed(lambda: Indexer.gen(Z, seed=bench_seed()))
+    t1 = time.perf_counter()  # not ``timed``: a lambda would keep Z alive
+    C, tree_s = Indexer.gen(Z, seed=bench_seed()), time.perf_counter() - t1
+    del Z  # the label features, once clustered: ours likewise
     model, fit_s = timed(lambda: XLinearModel.train(X, Y, C=C))
     train_s, train_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     pred, predict_s = timed(lambda: model.predict(X_test))

@@ -143,3 +143,4 @@ def test_chunked_level_layout_by_hand() -> None:
     # into a larger block would keep the whole block alive: 2.6 GB more at 1M labels)
     assert (level.local.dtype, level.val.dtype) == (np.int32, np.float32)
     assert level.local.base is None and level.val.base is None
+    assert level.feat.dtype == np.int32  # and per (parent, feature): a 4-byte feature id

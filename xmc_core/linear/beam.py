@@ -76,7 +76,7 @@ class ChunkedLevel:
             child_ptr, ent_ptr, feat_of, local, val, n_feat,
         )  # fmt: skip
         feat_ptr = offsets(n_feat)
-        feat = np.empty(feat_ptr[-1], dtype=np.int64)
+        feat = np.empty(feat_ptr[-1], dtype=np.int32)  # features < 2**31, checked above
         entry_ptr = np.full(feat_ptr[-1] + 1, ent_ptr[-1], dtype=np.int64)
         _feature_runs(feat_of, ent_ptr, feat_ptr, feat, entry_ptr)
         return cls(
