@@ -144,3 +144,17 @@ def test_chunked_level_layout_by_hand() -> None:
     assert (level.local.dtype, level.val.dtype) == (np.int32, np.float32)
     assert level.local.base is None and level.val.base is None
     assert level.feat.dtype == np.int32  # and per (parent, feature): a 4-byte feature id
+
+
+def test_a_level_gives_back_the_weights_it_was_built_from() -> None:
+    # the model keeps only the chunks: saving and warm starts rebuild W from them, exactly
+    W = sp.random(31, 40, density=0.3, format="csc", random_state=7, dtype=np.float32)
+    parents = np.random.default_rng(8).integers(0, 6, size=40)
+    parents[:6] = np.arange(6)  # every parent has a child
+    for given in (W, W.tocsr()):
+        back = ChunkedLevel.build(given, assignment(parents.tolist(), 6)).to_csr()
+        assert back.has_sorted_indices and back.dtype == np.float32
+        assert back.indices.dtype == np.int32 and back.shape == W.shape
+        assert back.nnz == W.nnz and (back != W).nnz == 0
+    empty = sp.csc_matrix((31, 40), dtype=np.float32)  # a level without weights
+    assert ChunkedLevel.build(empty, assignment(parents.tolist(), 6)).to_csr().nnz == 0

@@ -85,6 +85,44 @@ class ChunkedLevel:
             n_nodes=n_nodes,
         )  # fmt: skip
 
+    def to_csr(self) -> sp.csr_matrix:
+        """The weights this level was built from, entry for entry: csr (n_features + 1, n_nodes)
+        float32 with sorted indices (the model keeps only the chunks; saving rebuilds this)."""
+        rows = self.n_features + 1
+        indptr = offsets(_row_counts(self.feat, self.entry_ptr, rows))
+        index = np.int32 if max(int(indptr[-1]), self.n_nodes) < 2**31 else np.int64
+        indptr = indptr.astype(index, copy=False)
+        indices, data = np.empty(indptr[-1], dtype=index), np.empty(indptr[-1], dtype=np.float32)
+        _fill_rows(
+            self.child_ptr, self.children, self.feat_ptr, self.feat, self.entry_ptr, self.local,
+            self.val, indptr, indices, data,
+        )  # fmt: skip
+        W = sp.csr_matrix((data, indices, indptr), shape=(rows, self.n_nodes))
+        W.sort_indices()
+        return W
+
+
+@njit(cache=True)
+def _row_counts(feat, entry_ptr, n_rows):
+    """Weights per feature (row of W) over every parent's chunk."""
+    counts = np.zeros(n_rows, dtype=np.int64)
+    for k in range(feat.shape[0]):
+        counts[feat[k]] += entry_ptr[k + 1] - entry_ptr[k]
+    return counts
+
+
+@njit(cache=True)
+def _fill_rows(child_ptr, children, feat_ptr, feat, entry_ptr, local, val, indptr, indices, data):
+    """The chunks' weights into csr rows ``indptr``/``indices``/``data`` (unsorted in a row)."""
+    pos = indptr[:-1].copy()
+    for p in range(child_ptr.shape[0] - 1):
+        for k in range(feat_ptr[p], feat_ptr[p + 1]):
+            r = feat[k]
+            for e in range(entry_ptr[k], entry_ptr[k + 1]):
+                indices[pos[r]] = children[child_ptr[p] + local[e]]
+                data[pos[r]] = val[e]
+                pos[r] += 1
+
 
 @njit(cache=True, parallel=True)
 def _sort_chunks(w_ptr, w_idx, w_val, children, child_ptr, ent_ptr, feat_of, local, val, n_feat):

@@ -7,6 +7,8 @@ level's children are the labels).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -56,7 +58,7 @@ def importance_weights(Y: sp.csr_matrix, C: list[sp.csr_matrix], t: int) -> sp.c
 
 def matcher_beam(
     X: sp.csr_matrix,
-    weights: list[sp.csc_matrix],
+    weights: Sequence[sp.csc_matrix | ChunkedLevel],
     C: list[sp.csr_matrix],
     beam_size: int,
     post_processor: str,
@@ -64,7 +66,10 @@ def matcher_beam(
 ) -> sp.csr_matrix:
     """Top ``beam_size`` nodes of the last trained level for every document: csr (n_docs,
     K_{len(weights)}) scores, by :func:`beam_search` through ``weights`` (one per level)."""
-    levels = (ChunkedLevel.build(W, C[t]) for t, W in enumerate(weights))  # one at a time
+    levels = (  # one at a time
+        W if isinstance(W, ChunkedLevel) else ChunkedLevel.build(W, C[t])
+        for t, W in enumerate(weights)
+    )
     return beam_search(X, levels, [beam_size] * len(weights), post_processor, bias)
 
 
@@ -97,7 +102,7 @@ def level_problems(
     Y: sp.csr_matrix,
     C: list[sp.csr_matrix],
     t: int,
-    trained: list[sp.csc_matrix],
+    trained: Sequence[sp.csc_matrix | ChunkedLevel],
     cfg: RankerConfig,
     post_processor: str,
     extra_parents: sp.csr_matrix | None = None,

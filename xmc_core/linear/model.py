@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-import numpy as np
 import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
@@ -31,14 +31,14 @@ def fit_level(
     Y: sp.csr_matrix,
     tree: LabelTree,
     t: int,
-    trained: list[sp.csc_matrix],
+    trained: Sequence[sp.csc_matrix | ChunkedLevel],
     cfg: RankerConfig,
     post_processor: str,
     extra_parents: sp.csr_matrix | None = None,
     leaf_scale: float | None = None,
 ) -> tuple[sp.csc_matrix, float]:
-    """Rankers of tree level ``t`` given the levels above (``trained``, for matcher negatives),
-    and the scale of the costs they were trained with.
+    """Rankers of tree level ``t`` given the levels above (``trained``, their matrices or beam
+    chunks, for matcher negatives), and the scale of the costs they were trained with.
 
     ``X``: csr (n_docs, n_features); ``Y``: csr (n_docs, n_labels); ``extra_parents``: csr
     (n_docs, K_t) binary, more parents per document to train with (e.g. an external matcher's
@@ -92,13 +92,14 @@ class XRLinearModel:
             raise ValueError(f"X has {X.shape[0]} rows, Y has {Y.shape[0]}")
         if Y.shape[1] != tree.C[-1].shape[0]:
             raise ValueError(f"Y has {Y.shape[1]} labels, the tree {tree.C[-1].shape[0]}")
-        weights: list[sp.csc_matrix] = []
+        chunks: list[ChunkedLevel] = []  # each level kept only as its beam chunks
         post, scale = self.predict_cfg.post_processor, 1.0
         for t in range(tree.depth):
             extra = None if negatives is None else negatives.level(t)
-            W, scale = fit_level(X, Y, tree, t, weights, self.ranker, post, extra)
-            weights.append(W)
-        return self.set_levels(tree, weights, X.shape[1], scale)
+            W, scale = fit_level(X, Y, tree, t, chunks, self.ranker, post, extra)
+            chunks.append(ChunkedLevel.build(W, tree.C[t]))
+            del W
+        return self._set_chunks(tree, chunks, X.shape[1], scale)
 
     def set_levels(
         self,
@@ -115,12 +116,33 @@ class XRLinearModel:
         for t, W in enumerate(weights):
             if W.shape != (n_features + 1, tree.C[t].shape[0]):
                 raise ValueError(f"level {t}: W shape {W.shape} does not fit the tree")
+        chunks = [ChunkedLevel.build(W, tree.C[t]) for t, W in enumerate(weights)]
+        return self._set_chunks(tree, chunks, n_features, leaf_cost_scale)
+
+    def _set_chunks(
+        self,
+        tree: LabelTree,
+        chunks: list[ChunkedLevel],
+        n_features: int,
+        leaf_cost_scale: float | None,
+    ) -> Self:
+        """The model's state: the tree and each level's beam chunks (the only copy of the
+        weights: :meth:`level_weights` and :meth:`save` rebuild a level's matrix from them)."""
         self.tree_ = tree
-        self.weights_ = [sp.csc_matrix(W, dtype=np.float32) for W in weights]
+        self.chunks_ = chunks
         self.n_features_ = n_features
         self.leaf_cost_scale_ = leaf_cost_scale
-        self.chunks_ = [ChunkedLevel.build(W, tree.C[t]) for t, W in enumerate(self.weights_)]
         return self
+
+    def level_weights(self, t: int) -> sp.csc_matrix:
+        """Level ``t``'s rankers: csc (n_features + 1, K_{t+1}) float32, the last row the bias
+        weights (rebuilt from the level's chunks)."""
+        return self.chunks_[t].to_csr().tocsc()
+
+    @property
+    def weights_(self) -> list[sp.csc_matrix]:
+        """Every level's rankers (:meth:`level_weights`), rebuilt at each access."""
+        return [self.level_weights(t) for t in range(len(self.chunks_))]
 
     @property
     def n_labels(self) -> int:
@@ -149,8 +171,8 @@ class XRLinearModel:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.tree_.save(folder / "tree")
-        for t, W in enumerate(self.weights_):
-            save_csr(folder / f"W{t}.npz", W.tocsr())
+        for t, level in enumerate(self.chunks_):  # one level's matrix at a time
+            save_csr(folder / f"W{t}.npz", level.to_csr())
         fields = {
             "ranker": self.ranker.model_dump(mode="json"),
             "predict": self.predict_cfg.model_dump(mode="json"),
@@ -183,11 +205,17 @@ class XRLinearModel:
         tree = LabelTree.load(folder / "tree")
         if tree.depth != depth:
             raise ArtifactError(folder / "tree", f"depth {tree.depth}, meta says {depth}")
-        weights = [load_csr(folder / f"W{t}.npz").tocsc() for t in range(tree.depth)]
-        try:
-            return model.set_levels(tree, weights, n_features, scale)
-        except ValueError as err:
-            raise ArtifactError(folder, f"inconsistent model: {err}") from err
+        chunks = []
+        for t in range(tree.depth):  # one level's matrix at a time
+            W = load_csr(folder / f"W{t}.npz")
+            if W.shape != (n_features + 1, tree.C[t].shape[0]):
+                raise ArtifactError(folder, f"inconsistent model: level {t}: W shape {W.shape} "
+                                    "does not fit the tree")  # fmt: skip
+            try:
+                chunks.append(ChunkedLevel.build(W, tree.C[t]))
+            except ValueError as err:
+                raise ArtifactError(folder / f"W{t}.npz", f"inconsistent model: {err}") from err
+        return model._set_chunks(tree, chunks, n_features, scale)
 
 
 def _positive(value: float) -> float:

@@ -48,11 +48,11 @@ def same_problem(champion: XRLinearModel, digest: str, tree: LabelTree) -> bool:
 def kept_level(base: XRLinearModel, level: int) -> LevelRankers:
     """The champion ``base``'s rankers of tree level ``level``, as a level stage makes them
     (the leaf level with the cost scale it was trained with)."""
-    if not 0 <= level < len(base.weights_):
-        raise ValueError(f"level {level}: the champion's ranker has {len(base.weights_)} levels")
-    leaf = level == len(base.weights_) - 1
+    if not 0 <= level < len(base.chunks_):
+        raise ValueError(f"level {level}: the champion's ranker has {len(base.chunks_)} levels")
+    leaf = level == len(base.chunks_) - 1
     scale = base.leaf_cost_scale_ if leaf and base.leaf_cost_scale_ is not None else 1.0
-    return LevelRankers(base.weights_[level], level, scale)
+    return LevelRankers(base.level_weights(level), level, scale)
 
 
 def _same_csr(a: sp.spmatrix, b: sp.spmatrix) -> bool:
