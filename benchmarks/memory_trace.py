@@ -2,19 +2,18 @@
 
 Usage, from the repository root, with the project venv::
 
-    python benchmarks/memory_trace.py WORKDIR [--xmc-root DIR] [--interval 0.2]
+    python benchmarks/memory_trace.py WORKDIR [--interval 0.2]
         [--out benchmarks/results/memory-trace-<date>.json]
 
 ``WORKDIR`` holds the shared features as ``benchmarks/scaling_prep.py featurize`` (or
 ``bench_common.prepare``) writes them: ``X_train.npz``, ``Y_train.npz``, ``X_test.npz``. A child
-process runs exactly what ``peer_runner.py ours`` runs (warm-up, PIFA, tree, ``XRLinearModel.fit``,
-prediction of the test split, save), marking each stage and each line of the library's log;
+process runs ``peer_runner.py ours`` itself (warm-up, PIFA, tree, ``XRLinearModel.fit``,
+prediction of the test split twice, save), marking each stage and each line of the library's log;
 this process samples the child's RSS every ``--interval`` seconds (as ``benchmarks/scaling.py``
 does, so the peaks compare with its figures), and a thread in the child records the main
 thread's stack at each new maximum of its own RSS. The results file holds the peak of every
 stage, the log lines with the RSS when each was written, the stack at the peak, and the RSS
-curve (one sample a second). ``--xmc-root`` runs the child on another checkout's ``xmc_core``
-(a ``git worktree`` of an older commit: where the peak *was*).
+curve (one sample a second).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import argparse
 import datetime as dt
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -40,10 +38,11 @@ STACK_DEPTH = 8
 
 # ---------------------------------------------------------------- the child (the traced run)
 def _child(workdir: Path, marks_path: Path) -> int:
-    """Run ``peer_runner.py ours``'s steps on ``workdir``'s features, writing one JSON line per
-    mark, log line and new RSS maximum (with the main thread's stack) to ``marks_path``."""
+    """Run ``peer_runner.py ours`` (:func:`peer_runner.run_ours`) on ``workdir``'s features,
+    writing one JSON line per stage mark, log line and new RSS maximum (with the main thread's
+    stack) to ``marks_path``."""
     import scipy.sparse as sp
-    from peer_runner import _ours_train, _ours_warmup, ours_config, rss_mb
+    from peer_runner import rss_mb, run_ours
 
     out = open(marks_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (open for the run)
     lock = threading.Lock()
@@ -63,16 +62,9 @@ def _child(workdir: Path, marks_path: Path) -> int:
     write("stage", "load")
     names = ("X_train", "Y_train", "X_test")
     X, Y, X_test = (sp.load_npz(workdir / f"{n}.npz").tocsr() for n in names)
-    cfg = ours_config()
-    write("stage", "warm-up")
-    _ours_warmup(X, Y, cfg)
-    model, stages = _ours_train(X, Y, cfg, mark=lambda s: write("stage", s))
-    write("stage", "predict")
-    pred = model.predict(X_test)
-    write("stage", "save")
     with tempfile.TemporaryDirectory(prefix="xmc-trace-") as tmp:
-        model.save(Path(tmp) / "model")
-    write("stage", "done", stages_s=stages, n_pred=int(sp.csr_matrix(pred).nnz))
+        _, result = run_ours(X, Y, X_test, Path(tmp) / "model", lambda s: write("stage", s))
+    write("stage", "done", stages_s=result["stages_s"])
     return 0
 
 
@@ -93,18 +85,15 @@ def _watch_stack(main: int, write: Any, rss_mb: Any, every_s: float = 0.05) -> N
 
 
 # ---------------------------------------------------------------- the parent (the sampler)
-def trace(workdir: Path, xmc_root: Path | None, interval: float) -> dict[str, Any]:
+def trace(workdir: Path, interval: float) -> dict[str, Any]:
     """Run the child on ``workdir`` and sample its RSS; returns the samples and its lines."""
     import psutil
 
-    env = dict(os.environ)
-    if xmc_root is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(xmc_root), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="xmc-trace-") as tmp:
         marks_path = Path(tmp) / "marks.jsonl"
         cmd = [sys.executable, __file__, "--child", str(workdir), str(marks_path)]
         samples: list[tuple[float, float]] = []
-        with subprocess.Popen(cmd, cwd=REPO, env=env) as child:
+        with subprocess.Popen(cmd, cwd=REPO) as child:
             proc = psutil.Process(child.pid)
             while child.poll() is None:
                 try:
@@ -168,26 +157,15 @@ def _per_second(samples: list[tuple[float, float]], t0: float) -> list[tuple[int
     return [(s, round(mb, 1)) for s, mb in sorted(curve.items())]
 
 
-def _root_state(root: Path) -> dict[str, str]:
-    """The commit and uncommitted ``xmc_core`` changes of the checkout the child ran."""
-
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True).stdout
-
-    return {"root": str(root), "head": git("rev-parse", "HEAD").strip(),
-            "status_xmc_core": git("status", "--short", "xmc_core")}  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--child"]:
         return _child(Path(args[1]), Path(args[2]))
-    from bench_common import machine_basics, write_json
+    from bench_common import git_state, machine_basics, write_json
 
     today = dt.date.today().isoformat()
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("workdir", type=Path, help="the features (X_train.npz, Y_train.npz, X_test.npz)")
-    p.add_argument("--xmc-root", type=Path, help="a checkout whose xmc_core the child runs")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between RSS samples")
     default_out = REPO / f"benchmarks/results/memory-trace-{today}.json"
     p.add_argument("--out", type=Path, default=default_out)
@@ -195,12 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("X_train.npz", "Y_train.npz", "X_test.npz"):
         if not (a.workdir / name).is_file():
             p.error(f"{a.workdir / name} is missing: write it with scaling_prep.py featurize")
-    raw = trace(a.workdir.resolve(), a.xmc_root, a.interval)
+    raw = trace(a.workdir.resolve(), a.interval)
     report = {
         "command": "python benchmarks/memory_trace.py " + " ".join(args),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine_basics(),
-        "xmc_core": _root_state((a.xmc_root or REPO).resolve()),
+        "git": git_state(),
         "workdir": str(a.workdir),
         "interval_s": a.interval,
         **summarize(raw["samples"], raw["lines"]),

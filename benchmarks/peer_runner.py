@@ -120,15 +120,25 @@ def _ours_warmup(X: sp.csr_matrix, Y: sp.csr_matrix, cfg: Any) -> float:
     return time.perf_counter() - t0
 
 
-def run_ours(X: sp.csr_matrix, Y: sp.csr_matrix, X_test: sp.csr_matrix, model_dir: Path) -> Any:
-    """xmc XR-Linear with the default ``XmcConfig`` (tree 16/100, squared hinge, beam 10)."""
+def run_ours(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    X_test: sp.csr_matrix,
+    model_dir: Path,
+    mark: Callable[[str], None] = lambda _: None,
+) -> Any:
+    """xmc XR-Linear with the default ``XmcConfig`` (tree 16/100, squared hinge, beam 10);
+    ``mark(stage)`` as each stage begins (``benchmarks/memory_trace.py`` records them)."""
     cfg = ours_config()
+    mark("warm-up")
     warmup_s = _ours_warmup(X, Y, cfg)
     t0, cpu0 = time.perf_counter(), time.process_time()
-    model, stages = _ours_train(X, Y, cfg)
+    model, stages = _ours_train(X, Y, cfg, mark)
     train_s, train_cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
+    mark("predict")
     pred, predict_s = timed(lambda: model.predict(X_test))
     notes = {"predict_again_s": timed(lambda: model.predict(X_test))[1]}
+    mark("save")
     model.save(model_dir)
     notes |= {"warmup_s_untimed": warmup_s, "stages_s": stages, "train_cpu_s": train_cpu_s}
     return pred, {"train_s": train_s, "predict_s": predict_s, **notes}

@@ -69,7 +69,7 @@ def test_a_real_trace_marks_every_stage(tmp_path: Path) -> None:
     assert report["peak_stage"] in [*stages, "done"]  # done: the process exiting
     assert report["peak_mb"] == max(mb for _, mb in report["rss_curve"]) > 30.0
     assert set(report["stage_seconds"]) == {"pifa_s", "tree_s", "fit_s"}
-    assert report["stack_at_peak"]["stack"] and report["xmc_core"]["head"]
+    assert report["stack_at_peak"]["stack"] and report["git"]["xmc_core_digest"]
     assert report["command"].startswith("python benchmarks/memory_trace.py ")
 
 
