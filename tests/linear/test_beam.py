@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,6 +13,7 @@ from xmc_core.config import PredictConfig, RankerConfig
 from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, root_beam, score_level
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
+from xmc_core.storage.artifacts import load_csr, save_csr, save_csr_rows
 
 RNG = np.random.default_rng(0)
 
@@ -139,11 +143,12 @@ def test_chunked_level_layout_by_hand() -> None:
     assert level.local.tolist() == [0, 1, 0, 1, 0, 1, 0]
     assert level.val.tolist() == [5, 7, 6, 1, 2, 3, 4]
     assert (level.n_features, level.n_nodes) == (3, 4)
-    # what a level keeps per weight: a 4-byte child place and value, each its own array (a view
-    # into a larger block would keep the whole block alive: 2.6 GB more at 1M labels)
-    assert (level.local.dtype, level.val.dtype) == (np.int32, np.float32)
+    # what a level keeps per weight: a 2-byte child place (up to 65,536 siblings) and a 4-byte
+    # value, each its own array (a view into a larger block would keep the whole block alive:
+    # 2.6 GB more at 1M labels); per (parent, feature): a 4-byte feature id and start
+    assert (level.local.dtype, level.val.dtype) == (np.uint16, np.float32)
     assert level.local.base is None and level.val.base is None
-    assert level.feat.dtype == np.int32  # and per (parent, feature): a 4-byte feature id
+    assert (level.feat.dtype, level.entry_ptr.dtype) == (np.int32, np.int32)
 
 
 def test_a_level_gives_back_the_weights_it_was_built_from() -> None:
@@ -158,3 +163,81 @@ def test_a_level_gives_back_the_weights_it_was_built_from() -> None:
         assert back.nnz == W.nnz and (back != W).nnz == 0
     empty = sp.csc_matrix((31, 40), dtype=np.float32)  # a level without weights
     assert ChunkedLevel.build(empty, assignment(parents.tolist(), 6)).to_csr().nnz == 0
+
+
+def _pieces(W: sp.csc_matrix, groups: list[list[int]]) -> list[tuple[np.ndarray, ...]]:
+    """W's columns as the solver's pieces: (nodes, counts, rows, values), one per group of
+    nodes, each node's rows in a shuffled order (the solver's are unsorted)."""
+    rng = np.random.default_rng(3)
+    pieces = []
+    for nodes in groups:
+        cols = [W[:, [j]] for j in nodes]
+        shuffled = [rng.permutation(len(c.indices)) for c in cols]
+        pairs = list(zip(cols, shuffled, strict=True))
+        pieces.append((
+            np.array(nodes, dtype=np.int64),
+            np.array([c.nnz for c in cols], dtype=np.int64),
+            np.concatenate([c.indices[r] for c, r in pairs]).astype(np.int32),
+            np.concatenate([c.data[r] for c, r in pairs]),
+        ))  # fmt: skip
+    return pieces
+
+
+def test_a_level_from_pieces_is_the_level_of_their_matrix() -> None:
+    W = sp.random(31, 40, density=0.3, format="csc", random_state=7, dtype=np.float32)
+    parents = np.random.default_rng(8).integers(0, 6, size=40)
+    parents[:6] = np.arange(6)
+    C = assignment(parents.tolist(), 6)
+    whole = ChunkedLevel.build(W, C)
+    by_parent = [np.flatnonzero(parents == p).tolist() for p in (4, 0, 5, 2, 1, 3)]
+    split = [by_parent[0] + by_parent[1], by_parent[2], by_parent[3] + by_parent[4] + by_parent[5]]
+    spread = [list(range(0, 40, 3)), list(range(1, 40, 3)), list(range(2, 40, 3))]  # parents cut
+    missing = [[j for j in range(40) if j not in (5, 17)]]  # nodes 5 and 17 without weights
+    W_missing = W.tolil()
+    W_missing[:, [5, 17]] = 0
+    without = ChunkedLevel.build(sp.csc_matrix(W_missing), C)
+    for groups, expected in ((split, whole), (spread, whole), (missing, without)):
+        pieces = _pieces(W, groups)
+        level = ChunkedLevel.from_pieces(pieces, C, 31)
+        assert pieces == []  # consumed: each piece is dropped once laid out
+        for name in ("child_ptr", "children", "feat_ptr", "feat", "entry_ptr", "local", "val"):
+            got, want = getattr(level, name), getattr(expected, name)
+            assert got.dtype == want.dtype and np.array_equal(got, want), name
+    assert (whole.to_csr() != W).nnz == 0
+
+
+def test_pieces_that_do_not_fit_are_refused() -> None:
+    W = sp.random(5, 4, density=0.6, format="csc", random_state=1, dtype=np.float32)
+    C = assignment([0, 0, 1, 1], 2)
+    good = _pieces(W, [[0, 1], [2, 3]])
+    nodes, counts, rows, values = good[0]
+    bad = {
+        "counts do not add up": (nodes, counts + 1, rows, values),
+        "nodes outside": (nodes + 3, counts, rows, values),
+        "weights outside rows": (nodes, counts, rows + 5, values),
+    }
+    for message, piece in bad.items():
+        with pytest.raises(ValueError, match=message):
+            ChunkedLevel.from_pieces([piece, good[1]], C, 5)
+    with pytest.raises(ValueError, match="more than one piece"):
+        ChunkedLevel.from_pieces([good[0], good[0]], C, 5)
+
+
+@pytest.mark.parametrize("part_entries", [1, 7, 50, 1 << 24])
+def test_a_level_saved_by_ranges_of_rows_is_the_file_of_its_matrix(
+    tmp_path: Path, part_entries: int
+) -> None:
+    # saving never holds a level's whole matrix: the file is written a range of rows at a time,
+    # byte for byte the one scipy's save_npz writes of the matrix (ranges of 1 entry to all)
+    W = sp.random(31, 40, density=0.3, format="lil", random_state=5, dtype=np.float32)
+    W[3, :] = 0  # an empty row among them
+    W = W.tocsc()
+    parents = np.random.default_rng(6).integers(0, 6, size=40)
+    for matrix in (W, sp.csc_matrix(W.shape, dtype=np.float32)):
+        level = ChunkedLevel.build(matrix, assignment(parents.tolist(), 6))
+        indptr = level.csr_indptr()
+        save_csr(tmp_path / "whole.npz", level.to_csr())
+        rows = partial(level.csr_rows, indptr)
+        save_csr_rows(tmp_path / "ranges.npz", W.shape, indptr, rows, part_entries)
+        assert (tmp_path / "ranges.npz").read_bytes() == (tmp_path / "whole.npz").read_bytes()
+        assert (load_csr(tmp_path / "ranges.npz") != matrix).nnz == 0

@@ -21,7 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from xmc_core.linear import _chunk_kernels as _kernels
 from xmc_core.linear._batch import offsets
+from xmc_core.linear.level_batches import Pieces
 
 POST_PROCESSORS = {"noop": 0, "sigmoid": 1, "l3-hinge": 2}
 
@@ -52,110 +54,127 @@ class ChunkedLevel:
     @classmethod
     def build(cls, W: sp.spmatrix, C: sp.spmatrix) -> ChunkedLevel:
         """From ``W``: (n_features + 1, K) weights (last row bias) and ``C``: csr (K, P)."""
+        W = sp.csc_matrix(W)
+        if W.shape[1] != C.shape[0]:
+            raise ValueError(f"W has {W.shape[1]} columns, C has {C.shape[0]} children")
+        nodes = np.arange(W.shape[1], dtype=np.int64)
+        return cls.from_pieces([(nodes, np.diff(W.indptr), W.indices, W.data)], C, W.shape[0])
+
+    @classmethod
+    def from_pieces(cls, pieces: list[Pieces], C: sp.spmatrix, n_rows: int) -> ChunkedLevel:
+        """From weights in pieces, as the solver's batches return them (each (nodes, counts,
+        rows, values): :meth:`~xmc_core.linear.solver.LevelJob.train`) and ``C``: csr (K, P),
+        without ever holding the (n_rows, K) matrix they form: the list is emptied, each piece
+        dropped as soon as it is laid out (at 1M labels the matrix and its copies were 2 GB)."""
         C = sp.csr_matrix(C)
         n_nodes, n_parents = C.shape
-        if W.shape[1] != n_nodes:
-            raise ValueError(f"W has {W.shape[1]} columns, C has {n_nodes} children")
-        if W.shape[0] > 2**31 - 1:
-            raise ValueError(f"W has {W.shape[0]} rows: at most 2**31 - 1 features")
+        if n_rows > 2**31 - 1:
+            raise ValueError(f"W has {n_rows} rows: at most 2**31 - 1 features")
         if not np.array_equal(np.diff(C.indptr), np.ones(n_nodes, dtype=C.indptr.dtype)):
             raise ValueError("every child needs exactly one parent in C")
         parent = C.indices.astype(np.int64)
         children = np.argsort(parent, kind="stable").astype(np.int64)  # grouped by parent
         child_ptr = offsets(np.bincount(parent, minlength=n_parents))
-        W = sp.csc_matrix(W)
-        per_parent = np.bincount(parent, weights=np.diff(W.indptr), minlength=n_parents)
-        ent_ptr = offsets(per_parent.astype(np.int64))
-        # separate int32 arrays: ``feat_of`` is freed on return (one block would stay whole)
-        feat_of = np.empty(ent_ptr[-1], dtype=np.int32)
-        local = np.empty(ent_ptr[-1], dtype=np.int32)  # a child's place among its siblings
-        val = np.empty(ent_ptr[-1], dtype=np.float32)
-        n_feat = np.zeros(n_parents, dtype=np.int64)
-        _sort_chunks(
-            W.indptr.astype(np.int64), W.indices, W.data.astype(np.float32, copy=False), children,
-            child_ptr, ent_ptr, feat_of, local, val, n_feat,
-        )  # fmt: skip
-        feat_ptr = offsets(n_feat)
+        rank = np.empty(n_nodes, dtype=np.int64)  # a child's place among its siblings
+        rank[children] = np.arange(n_nodes) - np.repeat(child_ptr[:-1], np.diff(child_ptr))
+        pieces[:] = [_checked(piece, n_nodes, n_rows) for piece in _whole(pieces, parent)]
+        per_node, n_feat = np.full(n_nodes, -1, dtype=np.int64), np.zeros(n_parents, dtype=np.int64)
+        for nodes, counts, rows, _ in pieces:
+            if np.any(per_node[nodes] >= 0):
+                raise ValueError("a node's weights are in more than one piece")
+            per_node[nodes] = counts
+            order, _ = _by_parent(nodes, parent)
+            _kernels.count_features(order, nodes, offsets(counts), counts, rows, parent, n_rows,
+                                    n_feat)  # fmt: skip
+        per_parent = np.bincount(parent, weights=np.maximum(per_node, 0), minlength=n_parents)
+        ent_ptr, feat_ptr = offsets(per_parent.astype(np.int64)), offsets(n_feat)
+        total, siblings = int(ent_ptr[-1]), int(np.diff(child_ptr).max(initial=0))
+        # 2 + 4 bytes per weight, 4 + 4 per (parent, feature): the largest part of a model
+        local = np.empty(total, dtype=np.uint16 if siblings <= 2**16 else np.int32)
+        val = np.empty(total, dtype=np.float32)
         feat = np.empty(feat_ptr[-1], dtype=np.int32)  # features < 2**31, checked above
-        entry_ptr = np.full(feat_ptr[-1] + 1, ent_ptr[-1], dtype=np.int64)
-        _feature_runs(feat_of, ent_ptr, feat_ptr, feat, entry_ptr)
+        entry_ptr = np.full(feat_ptr[-1] + 1, total, dtype=np.int32 if total < 2**31 else np.int64)
+        while pieces:
+            nodes, counts, rows, values = pieces.pop()
+            order, group_ptr = _by_parent(nodes, parent)
+            _kernels.fill_chunks(
+                group_ptr, order, nodes, offsets(counts)[:-1], counts, rows, values, parent,
+                rank, child_ptr, ent_ptr, feat_ptr, feat, entry_ptr, local, val,
+            )  # fmt: skip
+            del nodes, counts, rows, values
         return cls(
             child_ptr=child_ptr, children=children, feat_ptr=feat_ptr, feat=feat,
-            entry_ptr=entry_ptr, local=local, val=val, n_features=W.shape[0] - 1,
-            n_nodes=n_nodes,
+            entry_ptr=entry_ptr, local=local, val=val, n_features=n_rows - 1, n_nodes=n_nodes,
         )  # fmt: skip
 
     def to_csr(self) -> sp.csr_matrix:
         """The weights this level was built from, entry for entry: csr (n_features + 1, n_nodes)
-        float32 with sorted indices (the model keeps only the chunks; saving rebuilds this)."""
-        rows = self.n_features + 1
-        indptr = offsets(_row_counts(self.feat, self.entry_ptr, rows))
-        index = np.int32 if max(int(indptr[-1]), self.n_nodes) < 2**31 else np.int64
-        indptr = indptr.astype(index, copy=False)
-        indices, data = np.empty(indptr[-1], dtype=index), np.empty(indptr[-1], dtype=np.float32)
-        _fill_rows(
-            self.child_ptr, self.children, self.feat_ptr, self.feat, self.entry_ptr, self.local,
-            self.val, indptr, indices, data,
-        )  # fmt: skip
-        W = sp.csr_matrix((data, indices, indptr), shape=(rows, self.n_nodes))
-        W.sort_indices()
+        float32 with sorted indices (the model keeps only the chunks; warm starts rebuild this,
+        saving writes it a range of rows at a time: :meth:`csr_rows`)."""
+        indptr = self.csr_indptr()
+        indices, data = self.csr_rows(indptr, 0, self.n_features + 1)
+        W = sp.csr_matrix((data, indices, indptr), shape=(self.n_features + 1, self.n_nodes))
+        W.sort_indices()  # sorted already: a check
         return W
 
+    def csr_indptr(self) -> np.ndarray:
+        """The row pointers of :meth:`to_csr`'s matrix: int32, or int64 past 2**31 - 1."""
+        indptr = offsets(_kernels.row_counts(self.feat, self.entry_ptr, self.n_features + 1))
+        index = np.int32 if max(int(indptr[-1]), self.n_nodes) < 2**31 else np.int64
+        return indptr.astype(index, copy=False)
 
-@njit(cache=True)
-def _row_counts(feat, entry_ptr, n_rows):
-    """Weights per feature (row of W) over every parent's chunk."""
-    counts = np.zeros(n_rows, dtype=np.int64)
-    for k in range(feat.shape[0]):
-        counts[feat[k]] += entry_ptr[k + 1] - entry_ptr[k]
-    return counts
-
-
-@njit(cache=True)
-def _fill_rows(child_ptr, children, feat_ptr, feat, entry_ptr, local, val, indptr, indices, data):
-    """The chunks' weights into csr rows ``indptr``/``indices``/``data`` (unsorted in a row)."""
-    pos = indptr[:-1].copy()
-    for p in range(child_ptr.shape[0] - 1):
-        for k in range(feat_ptr[p], feat_ptr[p + 1]):
-            r = feat[k]
-            for e in range(entry_ptr[k], entry_ptr[k + 1]):
-                indices[pos[r]] = children[child_ptr[p] + local[e]]
-                data[pos[r]] = val[e]
-                pos[r] += 1
+    def csr_rows(self, indptr: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, data) of rows ``first..stop - 1`` of :meth:`to_csr`'s matrix, each row
+        sorted by column; ``indptr``: :meth:`csr_indptr`."""
+        part_ptr = indptr[first : stop + 1] - indptr[first]
+        indices = np.empty(part_ptr[-1], dtype=indptr.dtype)
+        data = np.empty(part_ptr[-1], dtype=np.float32)
+        _kernels.fill_rows(
+            self.child_ptr, self.children, self.feat_ptr, self.feat, self.entry_ptr, self.local,
+            self.val, first, stop, part_ptr, indices, data,
+        )  # fmt: skip
+        part = sp.csr_matrix((data, indices, part_ptr), shape=(stop - first, self.n_nodes))
+        part.sort_indices()
+        return part.indices, part.data
 
 
-@njit(cache=True, parallel=True)
-def _sort_chunks(w_ptr, w_idx, w_val, children, child_ptr, ent_ptr, feat_of, local, val, n_feat):
-    """Per parent p: the weights of its children (csc ``w_*``), in slots ``ent_ptr[p]:`` of
-    ``feat_of``/``local``/``val`` sorted by (feature, local child); ``n_feat[p]``: the
-    distinct features among them."""
-    for p in prange(child_ptr.shape[0] - 1):
-        lo, n_c, e = ent_ptr[p], child_ptr[p + 1] - child_ptr[p], 0
-        keys = np.empty(ent_ptr[p + 1] - lo, dtype=np.int64)
-        vals = np.empty(keys.shape[0], dtype=np.float32)
-        for j in range(n_c):
-            c = children[child_ptr[p] + j]
-            for k in range(w_ptr[c], w_ptr[c + 1]):
-                keys[e], vals[e] = np.int64(w_idx[k]) * n_c + j, w_val[k]
-                e += 1
-        order = np.argsort(keys)
-        for i in range(keys.shape[0]):
-            key = keys[order[i]]
-            feat_of[lo + i], local[lo + i], val[lo + i] = key // n_c, key % n_c, vals[order[i]]
-            if i == 0 or feat_of[lo + i] != feat_of[lo + i - 1]:
-                n_feat[p] += 1
+def _whole(pieces: list[Pieces], parent: np.ndarray) -> list[Pieces]:
+    """``pieces``, joined into one where a parent's children lie in several (a mapper's chunks
+    of one large parent's children, :func:`~xmc_core.linear.level_batches.split_batches`)."""
+    if len(pieces) < 2:
+        return pieces
+    held = np.zeros(int(parent.max(initial=-1)) + 1, dtype=np.int64)
+    for nodes, *_ in pieces:  # ids outside the level: left to the check that follows
+        held[np.unique(parent[nodes[(nodes >= 0) & (nodes < parent.size)]])] += 1
+    if held.max(initial=0) <= 1:
+        return pieces
+    return [tuple(np.concatenate(parts) for parts in zip(*pieces, strict=True))]  # type: ignore[list-item]
 
 
-@njit(cache=True, parallel=True)
-def _feature_runs(feat_of, ent_ptr, feat_ptr, feat, entry_ptr):
-    """Per parent: each run of one feature in its sorted slots -> ``feat`` and the run's first
-    slot in ``entry_ptr`` (from ``feat_ptr[p]`` on)."""
-    for p in prange(ent_ptr.shape[0] - 1):
-        s = feat_ptr[p]
-        for i in range(ent_ptr[p], ent_ptr[p + 1]):
-            if i == ent_ptr[p] or feat_of[i] != feat_of[i - 1]:
-                feat[s], entry_ptr[s] = feat_of[i], i
-                s += 1
+def _by_parent(nodes: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of ``nodes`` grouped by parent; where each parent's group starts, and the
+    end)."""
+    order = np.argsort(parent[nodes], kind="stable")
+    by_parent = parent[nodes[order]]
+    return order, np.flatnonzero(
+        np.diff(by_parent, prepend=-1, append=by_parent.max(initial=0) + 1)
+    )
+
+
+def _checked(piece: Pieces, n_nodes: int, n_rows: int) -> Pieces:
+    """A piece in the kernels' types (nodes and counts int64, rows int32, values float32),
+    after checking that its nodes are distinct ids, its counts add up and its rows fit."""
+    nodes, counts, rows, values = piece
+    nodes, counts = nodes.astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
+    if nodes.shape != counts.shape or rows.shape != values.shape or counts.sum() != rows.size:
+        raise ValueError("a piece's counts do not add up to its weights")
+    if nodes.size and (nodes.min() < 0 or nodes.max() >= n_nodes or counts.min() < 0):
+        raise ValueError(f"a piece names nodes outside 0..{n_nodes - 1}")
+    if np.unique(nodes).size != nodes.size:
+        raise ValueError("a node's weights are in more than one piece")
+    if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
+        raise ValueError(f"a piece has weights outside rows 0..{n_rows - 1}")
+    return nodes, counts, rows.astype(np.int32, copy=False), values.astype(np.float32, copy=False)
 
 
 @njit(cache=True, inline="always")

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -16,9 +17,16 @@ from xmc_core.errors import ArtifactError
 from xmc_core.linear.beam import ChunkedLevel, beam_search
 from xmc_core.linear.leaf_cost import choose_leaf_cost
 from xmc_core.linear.levels import importance_weights, level_problems
-from xmc_core.linear.solver import train_level
+from xmc_core.linear.solver import train_level, train_level_chunks
 from xmc_core.linear.tree import LabelTree
-from xmc_core.storage.artifacts import load_csr, meta_fields, read_meta, save_csr, write_meta
+from xmc_core.storage.artifacts import (
+    load_csr,
+    meta_fields,
+    read_meta,
+    save_csr,
+    save_csr_rows,
+    write_meta,
+)
 
 if TYPE_CHECKING:
     from xmc_core.model.contract import Negatives
@@ -48,6 +56,45 @@ def fit_level(
     search starting from ``leaf_scale`` when given (a warm start's champion's scale), else
     from 1; the other levels' by 1.
     """
+    args, scale = _level_problem(X, Y, tree, t, trained, cfg, post_processor, extra_parents,
+                                 leaf_scale)  # fmt: skip
+    start = time.perf_counter()
+    W = train_level(*args, what=f"level {t}")
+    log.debug(
+        "level %d: %d nodes under %d parents, %d (doc, parent) pairs, W nnz %d, %.1f s",
+        t, tree.C[t].shape[0], tree.C[t].shape[1], args[3].nnz, W.nnz, time.perf_counter() - start,
+    )  # fmt: skip
+    return W, scale
+
+
+def fit_level_chunks(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    tree: LabelTree,
+    t: int,
+    trained: Sequence[ChunkedLevel],
+    cfg: RankerConfig,
+    post_processor: str,
+    extra_parents: sp.csr_matrix | None = None,
+) -> tuple[ChunkedLevel, float]:
+    """:func:`fit_level`'s rankers as the level's beam chunks (the matrix is never formed)."""
+    args, scale = _level_problem(X, Y, tree, t, trained, cfg, post_processor, extra_parents)
+    return train_level_chunks(*args, what=f"level {t}"), scale
+
+
+def _level_problem(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    tree: LabelTree,
+    t: int,
+    trained: Sequence[sp.csc_matrix | ChunkedLevel],
+    cfg: RankerConfig,
+    post_processor: str,
+    extra_parents: sp.csr_matrix | None,
+    leaf_scale: float | None = None,
+) -> tuple[tuple, float]:
+    """(the arguments of ``train_level`` for level ``t``: X, targets, C, M, costs, R; the
+    scale of the costs), the leaf's scale chosen as :func:`fit_level` says."""
     if len(trained) != t:
         raise ValueError(f"level {t} needs the {t} levels above it, got {len(trained)}")
     targets, M = level_problems(X, Y, tree.C, t, trained, cfg, post_processor, extra_parents)
@@ -56,13 +103,7 @@ def fit_level(
     if t == tree.depth - 1:
         scale = choose_leaf_cost(X, targets[t], tree.C[t], M, cfg, R, leaf_scale or 1.0).scale
         cfg = cfg.model_copy(update={"Cp": cfg.Cp * scale, "Cn": cfg.Cn * scale})
-    start = time.perf_counter()
-    W = train_level(X, targets[t], tree.C[t], M, cfg, R, what=f"level {t}")
-    log.debug(
-        "level %d: %d nodes under %d parents, %d (doc, parent) pairs, W nnz %d, %.1f s",
-        t, tree.C[t].shape[0], tree.C[t].shape[1], M.nnz, W.nnz, time.perf_counter() - start,
-    )  # fmt: skip
-    return W, scale
+    return (X, targets[t], tree.C[t], M, cfg, R), scale
 
 
 class XRLinearModel:
@@ -96,9 +137,8 @@ class XRLinearModel:
         post, scale = self.predict_cfg.post_processor, 1.0
         for t in range(tree.depth):
             extra = None if negatives is None else negatives.level(t)
-            W, scale = fit_level(X, Y, tree, t, chunks, self.ranker, post, extra)
-            chunks.append(ChunkedLevel.build(W, tree.C[t]))
-            del W
+            level, scale = fit_level_chunks(X, Y, tree, t, chunks, self.ranker, post, extra)
+            chunks.append(level)
         return self._set_chunks(tree, chunks, X.shape[1], scale)
 
     def set_levels(
@@ -171,8 +211,9 @@ class XRLinearModel:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.tree_.save(folder / "tree")
-        for t, level in enumerate(self.chunks_):  # one level's matrix at a time
-            save_csr(folder / f"W{t}.npz", level.to_csr())
+        for t, level in enumerate(self.chunks_):  # a range of one level's rows at a time
+            indptr, shape = level.csr_indptr(), (level.n_features + 1, level.n_nodes)
+            save_csr_rows(folder / f"W{t}.npz", shape, indptr, partial(level.csr_rows, indptr))
         fields = {
             "ranker": self.ranker.model_dump(mode="json"),
             "predict": self.predict_cfg.model_dump(mode="json"),

@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from xmc_core.config import RankerConfig
 from xmc_core.linear import _solver_kernels as kernels
 from xmc_core.linear._batch import Level, assemble, parent_entries, train_batch
+from xmc_core.linear.beam import ChunkedLevel
 from xmc_core.linear.level_batches import BatchMapper, Pieces, current_mapper
 from xmc_core.progress import RateLog
 
@@ -124,6 +125,38 @@ def train_level(
     process. The result is the same whichever runs them. ``report_idle``: log the nodes no
     document reaches (False where ``M`` leaves parents out by design, as a sample does).
     """
+    job, pieces = _train_pieces(X, Y, C, M, cfg, R, what, mapper, report_idle)
+    return job.assemble(pieces)
+
+
+def train_level_chunks(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    C: sp.csr_matrix,
+    M: sp.csr_matrix,
+    cfg: RankerConfig,
+    R: sp.csr_matrix | None = None,
+    what: str = "rankers",
+    mapper: BatchMapper | None = None,
+) -> ChunkedLevel:
+    """:func:`train_level`'s rankers as the level's beam chunks, what a model keeps to predict
+    (:meth:`~xmc_core.linear.beam.ChunkedLevel.from_pieces`: the matrix is never formed)."""
+    job, pieces = _train_pieces(X, Y, C, M, cfg, R, what, mapper, report_idle=True)
+    return ChunkedLevel.from_pieces(pieces, C, job.n_rows)
+
+
+def _train_pieces(
+    X: sp.csr_matrix,
+    Y: sp.csr_matrix,
+    C: sp.csr_matrix,
+    M: sp.csr_matrix,
+    cfg: RankerConfig,
+    R: sp.csr_matrix | None,
+    what: str,
+    mapper: BatchMapper | None,
+    report_idle: bool,
+) -> tuple[LevelJob, list[Pieces]]:
+    """The level's job and the pieces of its batches (arguments as :func:`train_level`)."""
     job = plan_level(X, Y, C, M, cfg, R)
     idle = int(np.count_nonzero(np.diff(job.level.M.indptr)[job.level.parent] == 0))
     if idle and report_idle:
@@ -133,7 +166,7 @@ def train_level(
         )  # fmt: skip
     # a node's work: the entries of its parent's block (the time left follows it, not nodes)
     progress = RateLog(log, what, total=job.n_nodes, unit="nodes", total_work=job.total_work)
-    return job.assemble((mapper or current_mapper())(job, progress))
+    return job, (mapper or current_mapper())(job, progress)
 
 
 def plan_level(

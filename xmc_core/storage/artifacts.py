@@ -12,7 +12,7 @@ import json
 import os
 import stat
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +143,53 @@ def save_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
     """Save a CSR matrix as ``.npz`` atomically."""
     with atomic_file(path) as tmp, open(tmp, "wb") as fh:
         sp.save_npz(fh, sp.csr_matrix(matrix), compressed=False)
+
+
+PART_ENTRIES = 1 << 24
+"""Entries per range of rows :func:`save_csr_rows` makes at a time (128 MB of int32 and
+float32)."""
+
+
+def save_csr_rows(
+    path: Path,
+    shape: tuple[int, int],
+    indptr: np.ndarray,
+    rows: Callable[[int, int], tuple[np.ndarray, np.ndarray]],
+    part_entries: int = PART_ENTRIES,
+) -> None:
+    """The file :func:`save_csr` writes, byte for byte, of a csr matrix given a range of rows
+    at a time: ``rows(a, b)`` returns the indices (``indptr``'s dtype) and float32 data of rows
+    a..b-1, sorted within each row. Holds one range of about ``part_entries`` entries at a time,
+    never the whole matrix (each range is asked for twice: its indices, then its data)."""
+    cuts = np.searchsorted(indptr, np.arange(part_entries, indptr[-1], part_entries), "right")
+    bounds = np.unique(np.concatenate([[0], cuts - 1, [indptr.size - 1]]))
+    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+    nnz = int(indptr[-1])
+    with (
+        atomic_file(path) as tmp,
+        open(tmp, "wb") as fh,
+        zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf,
+    ):  # the members, their order and headers as scipy's save_npz through numpy's savez
+        _npy_parts(zf, "indices", indptr.dtype, nnz, (rows(a, b)[0] for a, b in ranges))
+        for name, value in (("indptr", indptr), ("format", b"csr"), ("shape", shape)):
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as fid:
+                np.lib.format.write_array(fid, np.asanyarray(value), allow_pickle=False)
+        _npy_parts(zf, "data", np.dtype(np.float32), nnz, (rows(a, b)[1] for a, b in ranges))
+
+
+def _npy_parts(
+    zf: zipfile.ZipFile, name: str, dtype: np.dtype, size: int, parts: Iterator[np.ndarray]
+) -> None:
+    """One ``.npy`` member of ``size`` values of ``dtype``, written from ``parts`` in turn."""
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
+    written = 0
+    with zf.open(f"{name}.npy", "w", force_zip64=True) as fid:
+        np.lib.format.write_array_header_1_0(fid, {**header, "shape": (size,)})
+        for part in parts:
+            fid.write(np.ascontiguousarray(part, dtype=dtype).data)
+            written += part.size
+    if written != size:
+        raise ValueError(f"{name}: {written} values written, {size} announced")
 
 
 def load_csr(path: Path) -> sp.csr_matrix:
