@@ -78,15 +78,13 @@ class ChunkedLevel:
         rank = np.empty(n_nodes, dtype=np.int64)  # a child's place among its siblings
         rank[children] = np.arange(n_nodes) - np.repeat(child_ptr[:-1], np.diff(child_ptr))
         pieces[:] = [_checked(piece, n_nodes, n_rows) for piece in _whole(pieces, parent)]
-        per_node, n_feat = np.full(n_nodes, -1, dtype=np.int64), np.zeros(n_parents, dtype=np.int64)
-        for nodes, counts, rows, _ in pieces:
-            if np.any(per_node[nodes] >= 0):
-                raise ValueError("a node's weights are in more than one piece")
+        per_node, n_feat = np.zeros(n_nodes, dtype=np.int64), np.zeros(n_parents, dtype=np.int64)
+        for nodes, counts, rows, _ in pieces:  # a node is in one piece: _whole and _checked
             per_node[nodes] = counts
             order, _ = _by_parent(nodes, parent)
             _kernels.count_features(order, nodes, offsets(counts), counts, rows, parent, n_rows,
                                     n_feat)  # fmt: skip
-        per_parent = np.bincount(parent, weights=np.maximum(per_node, 0), minlength=n_parents)
+        per_parent = np.bincount(parent, weights=per_node, minlength=n_parents)
         ent_ptr, feat_ptr = offsets(per_parent.astype(np.int64)), offsets(n_feat)
         total, siblings = int(ent_ptr[-1]), int(np.diff(child_ptr).max(initial=0))
         # 2 + 4 bytes per weight, 4 + 4 per (parent, feature): the largest part of a model
