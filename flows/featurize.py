@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 from prefect import flow
+from prefect.states import State
 
 from flows.console import add_verbose_flag, quiet_terminal
 from flows.runtime import checked_config, configured, flow_command
 from flows.stage_runner import PrefectRunner
+from tasks.outcome import completed
 from xmc_core.app.entry import run_command
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
@@ -38,10 +40,11 @@ def featurize_pipeline(corpus_dir: str, cfg: XmcConfig) -> dict[str, str]:
 @flow(name="featurize", log_prints=True)
 def featurize(
     corpus_dir: str, config_path: str | None = None, overrides: list[str] | None = None
-) -> dict[str, str]:
-    """TF-IDF vocabulary, per-partition features and label features of ``corpus_dir``."""
+) -> dict[str, str] | State:
+    """TF-IDF vocabulary, per-partition features and label features of ``corpus_dir``; the
+    result (their folders) is stored under ``work_dir`` (:func:`tasks.outcome.completed`)."""
     cfg = XmcConfig.load(config_path, overrides)
-    return configured(featurize_pipeline, cfg)(str(Path(corpus_dir).resolve()), cfg)
+    return completed(cfg, configured(featurize_pipeline, cfg)(str(Path(corpus_dir).resolve()), cfg))
 
 
 def main(argv: list[str] | None = None) -> dict[str, str]:

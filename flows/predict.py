@@ -20,10 +20,12 @@ import time
 from pathlib import Path
 
 from prefect import flow
+from prefect.states import State
 
 from flows.console import add_verbose_flag, quiet_terminal
 from flows.runtime import checked_config, configured, flow_command
 from flows.stage_runner import PrefectRunner
+from tasks.outcome import completed
 from tasks.predict import plan_chunks, resolve_model, write_output
 from xmc_core.app.commands import check_source
 from xmc_core.app.entry import probability, run_command, whole_count
@@ -64,17 +66,19 @@ def predict(
     model: str, source: str, output: str, split: str | None = None,
     config_path: str | None = None, overrides: list[str] | None = None,
     topk: int | None = None, beam_size: int | None = None, threshold: float | None = None,
-) -> str:  # fmt: skip
+) -> str | State:  # fmt: skip
     """Predictions of ``source`` (dataset folder split or text file) by ``model`` into the
     Parquet file ``output``; ``split`` None: the config's ``eval.split``; ``topk`` /
-    ``beam_size`` / ``threshold`` None: the model's own settings."""
+    ``beam_size`` / ``threshold`` None: the model's own settings. The result (the output's
+    path) is stored under ``work_dir`` (:func:`tasks.outcome.completed`)."""
     cfg = XmcConfig.load(config_path, overrides)
     split = cfg.eval.split if split is None else split
     if split not in SPLITS:
         raise InputError(None, f"unknown split {split!r}", f"use one of {', '.join(SPLITS)}")
     model_ref = model if is_uri(model) else _abs(model)
     pipeline = configured(predict_pipeline, cfg)
-    return pipeline(model_ref, _abs(source), _abs(output), split, cfg, topk, beam_size, threshold)
+    paths = (model_ref, _abs(source), _abs(output))
+    return completed(cfg, pipeline(*paths, split, cfg, topk, beam_size, threshold))
 
 
 def _abs(path: str) -> str:

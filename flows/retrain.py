@@ -53,8 +53,8 @@ def retrain_pipeline(cfg: XmcConfig) -> dict[str, Any]:
 
     It returns the plain dict, never a State: Prefect hands a subflow's returned value to its
     parent in memory, but a returned State's data it may read back from the result storage (when
-    the API answered the state change itself, e.g. after the server's SQLite was busy), which
-    ``tasks.cache_records`` refuses for anything but a stage's record: the run then failed."""
+    the API answered the state change itself, e.g. after the server's SQLite was busy); the
+    parent's final state (:func:`tasks.outcome.retrain_state`) is what is stored for that."""
     return _retrain(cfg)
 
 

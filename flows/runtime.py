@@ -102,8 +102,12 @@ def dask_teardown(worker: object) -> None:
 def configured(flow: Flow[Any, Any], cfg: XmcConfig, use_dask: bool = True) -> Flow[Any, Any]:
     """``flow`` with the configured task runner and result storage under ``cfg.work_dir``
     (:class:`~tasks.cache_records.CacheRecords`: cache records are verified before Prefect
-    deserializes them)."""
-    options: dict[str, Any] = {"result_storage": record_storage(cfg.work_dir)}
+    deserializes them), its return value written as JSON (the storage serves it back, checked,
+    when the API answers the run's final state with its own)."""
+    options: dict[str, Any] = {
+        "result_storage": record_storage(cfg.work_dir),
+        "result_serializer": "json",
+    }
     if use_dask:
         options["task_runner"] = dask_runner(cfg.dask)
     return flow.with_options(**options)

@@ -6,13 +6,17 @@ own decoder, or a JSON payload naming a class to build) would run code in the ne
 :class:`CacheRecords` is the only way the flows let Prefect read a record, and it hands Prefect
 bytes it built itself, never the file's:
 
-* only ``<stage>/<key>/prefect-result.json`` under the artifacts folder is served (Prefect's
-  other results, e.g. a flow's return value, are written but never read back from here);
+* only ``<stage>/<key>/prefect-result.json`` under the artifacts folder is served as a cache
+  record, and only a file named by a hex key directly in the artifacts folder as a flow's
+  return value (:func:`verified_flow_result`: Prefect reads one back when the API answered a
+  flow run's final state change with its own state, e.g. after its SQLite was busy);
 * the file must be a regular file (not a link, FIFO or device) of at most
-  :data:`MAX_RECORD_BYTES`, parse as plain JSON (no hooks), name exactly Prefect's default JSON
-  serializer and no expiration (the rest of its metadata is not passed on);
-* its payload must be the path of the folder the record lies in: every cached task returns its
-  artifact folder, so the record is derivable from where it lies and needs no digest or key.
+  :data:`MAX_RECORD_BYTES` (a flow's value: :data:`MAX_FLOW_RESULT_BYTES`), parse as plain
+  JSON (no hooks), name exactly Prefect's default JSON serializer and no expiration (the rest
+  of its metadata is not passed on);
+* a record's payload must be the path of the folder the record lies in: every cached task
+  returns its artifact folder, so the record is derivable from where it lies and needs no
+  digest or key; a flow's value must hold no object Prefect's JSON decoder would build.
 
 Anything else raises :class:`RecordRejected`; Prefect takes that as a cache miss, the task runs,
 ``produce`` reuses the finished artifact folder (or recomputes it if missing) and Prefect writes
@@ -25,10 +29,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 from pathlib import Path, PurePath
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
@@ -47,6 +52,15 @@ MAX_RECORD_BYTES = 64 * 1024
 JSON_SERIALIZER = JSONSerializer().model_dump(mode="json")
 """The only serializer a record may name: Prefect's JSON with its default hooks."""
 
+MAX_FLOW_RESULT_BYTES = 16 * 2**20
+"""A flow's return value (paths, counts, metrics, a summary) is kilobytes."""
+
+FLOW_RESULT_NAME = re.compile(r"[0-9a-f]{16,64}")
+"""The file name of a result with no cache key (Prefect's key: ``uuid4().hex``)."""
+
+DECODED_KEYS = frozenset({"__class__", "__exc_type__"})
+"""Keys that make Prefect's JSON decoder build an object (any class the file names)."""
+
 
 def results_root(work_dir: str | Path) -> Path:
     """Prefect's result storage: the artifacts folder itself (a stage task's cache record is
@@ -58,12 +72,16 @@ def results_root(work_dir: str | Path) -> Path:
 class RecordRejected(ValueError):
     """A cache record that is not exactly what a stage writes (Prefect: a cache miss)."""
 
-    def __init__(self, path: Path, problem: str, missing: bool = False) -> None:
+    def __init__(
+        self, path: Path, problem: str, missing: bool = False, what: str = "cache record"
+    ) -> None:
         self.problem, self.missing = problem, missing
-        super().__init__(
-            f"{path}: cache record rejected ({problem}); the stage runs again and reuses its "
-            "artifact folder if finished"
+        then = (
+            "the stage runs again and reuses its artifact folder if finished"
+            if what == "cache record"
+            else "Prefect cannot read it back; the run's artifacts hold its outcome"
         )
+        super().__init__(f"{path}: {what} rejected ({problem}); {then}")
 
 
 class CacheRecords(LocalFileSystem):
@@ -75,7 +93,10 @@ class CacheRecords(LocalFileSystem):
     def read_path(self, path: str, _sync: bool | None = None) -> bytes:
         """A record Prefect may deserialize, rebuilt from the verified file at ``path``."""
         try:
-            return verified_record(self._root(), path, self._block_document_id)
+            root, block = self._root(), self._block_document_id
+            if is_flow_result(root, path):
+                return verified_flow_result(root, path, block)
+            return verified_record(root, path, block)
         except RecordRejected as exc:
             if not exc.missing:  # a plain cache miss is not worth a line
                 _logger().warning("%s", exc)
@@ -86,7 +107,16 @@ class CacheRecords(LocalFileSystem):
 
     def write_path(self, path: str, content: bytes, _sync: bool | None = None) -> str:
         """Write ``content`` atomically (Prefect's own write leaves a torn file on a crash),
-        replacing a link at ``path`` rather than the file it points to."""
+        replacing a link at ``path`` rather than the file it points to. A flow's value that
+        could not be served back (not plain JSON) is refused here, when written."""
+        if is_flow_result(self._root(), path) and not _is_exception(content):
+            try:  # a failed run's exception is kept as Prefect wrote it, never served
+                _check_flow_value(Path(path), content)
+            except RecordRejected as exc:
+                raise ValueError(
+                    f"{path}: a flow's value must be plain JSON (strings, numbers, lists, "
+                    f"dicts) to be read back: {exc.problem}"
+                ) from None
         target = self._resolve_path(str(PurePath(path).parent)) / PurePath(path).name
         if not target.is_symlink() and target.exists() and not target.is_file():
             raise ValueError(f"Path {target} already exists and is not a file.")
@@ -129,6 +159,92 @@ def verified_record(root: Path, key: str, block_id: UUID | None = None) -> bytes
     return ResultRecord(metadata=metadata, result=folder).serialize()
 
 
+def is_flow_result(root: Path, key: str) -> bool:
+    """Whether ``key`` names a flow's return value: a hex-named file directly in ``root``."""
+    given = PurePath(key)
+    full = given if given.is_absolute() else PurePath(root) / given
+    return full.parent == PurePath(root) and FLOW_RESULT_NAME.fullmatch(full.name) is not None
+
+
+def verified_flow_result(root: Path, key: str, block_id: UUID | None = None) -> bytes:
+    """The flow's return value stored at ``key`` (see :func:`is_flow_result`) as a record
+    Prefect may read, or :class:`RecordRejected`: the file must be plain JSON (the flows write
+    their values with Prefect's JSON serializer, :func:`flows.runtime.configured`) holding no
+    object Prefect's decoder would build. The record names the JSON serializer whatever the
+    API's metadata names (a pickle there is never used)."""
+    if not is_flow_result(root, key):
+        problem = "not a flow's result file of the artifacts folder"
+        raise RecordRejected(Path(root) / key, problem, what="flow result")
+    path = Path(root) / PurePath(key).name
+    value = flow_value(path)
+    metadata = ResultRecordMetadata(
+        storage_key=str(path), serializer=JSONSerializer(), storage_block_id=block_id
+    )
+    return ResultRecord(metadata=metadata, result=value).serialize()
+
+
+def stored_flow_result(work_dir: str | Path, value: Any) -> ResultRecord[Any]:
+    """``value`` written under ``work_dir`` as a flow's return value (JSON, as
+    :func:`flows.runtime.configured` flows write theirs): the data of a State a flow returns, so
+    that the API's copy of that state names a file :class:`CacheRecords` serves back."""
+    storage = record_storage(work_dir)
+    metadata = ResultRecordMetadata(
+        storage_key=uuid4().hex,  # Prefect's key for a result with no cache key
+        serializer=JSONSerializer(),
+        storage_block_id=storage._block_document_id,
+    )
+    record = ResultRecord(metadata=metadata, result=value)
+    storage.write_path(metadata.storage_key, record.serialize_result())  # the API holds the rest
+    return record
+
+
+def flow_value(path: Path) -> Any:
+    """The plain JSON value of a flow's result file, or :class:`RecordRejected`."""
+    return _check_flow_value(path, _read_small_file(path, MAX_FLOW_RESULT_BYTES))
+
+
+def _check_flow_value(path: Path, data: bytes) -> Any:
+    """``data`` (a flow's result file at ``path``) decoded as plain JSON holding nothing
+    Prefect's decoder builds, or :class:`RecordRejected`."""
+    flow = "flow result"
+    if len(data) > MAX_FLOW_RESULT_BYTES:
+        raise RecordRejected(path, f"larger than {MAX_FLOW_RESULT_BYTES} bytes", what=flow)
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        problem = "not a JSON value (written by another serializer?)"
+        raise RecordRejected(path, problem, what=flow) from None
+    built = _decoded_key(value)
+    if built is not None:
+        problem = f"it holds {built!r}: an object Prefect's decoder would build"
+        raise RecordRejected(path, problem, what=flow)
+    return value
+
+
+def _is_exception(content: bytes) -> bool:
+    """Whether ``content`` is a failed run's exception as Prefect's JSON serializer writes it."""
+    try:
+        value = json.loads(content)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(value, dict) and "__exc_type__" in value
+
+
+def _decoded_key(value: Any) -> str | None:
+    """The first key in ``value`` that Prefect's JSON decoder acts on, or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            hit = DECODED_KEYS.intersection(item)
+            if hit:
+                return min(hit)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 def returned_folders(state: State[Any], work_dir: str | Path, stage: str) -> list[str]:
     """The finished ``stage`` folders under ``work_dir`` a flow run returned (e.g. the matcher
     deployment's checkpoints), read from its result file with no Prefect deserializer.
@@ -141,14 +257,14 @@ def returned_folders(state: State[Any], work_dir: str | Path, stage: str) -> lis
     if isinstance(data, ResultRecord):  # run in this process: the value itself
         source, value = "the flow run's result", data.result
     elif isinstance(data, ResultRecordMetadata) and data.storage_key:
-        path = Path(data.storage_key)
-        if path.parent != root:
-            raise ArtifactError(path, f"the flow run's result is not a file of {root}")
+        if not is_flow_result(root, data.storage_key):  # absolute, or relative to the storage
+            problem = f"the flow run's result is not a flow result file of {root}"
+            raise ArtifactError(Path(data.storage_key), problem)
+        path = root / PurePath(data.storage_key).name
         try:
-            source, value = str(path), json.loads(_read_small_file(path))
-        except (RecordRejected, UnicodeDecodeError, ValueError) as exc:
-            problem = exc.problem if isinstance(exc, RecordRejected) else "not whole JSON"
-            raise ArtifactError(path, f"not a result file to read ({problem})") from None
+            source, value = str(path), flow_value(path)
+        except RecordRejected as exc:
+            raise ArtifactError(path, f"not a result file to read ({exc.problem})") from None
     else:
         raise ArtifactError(root, f"the flow run left no result to read ({type(data).__name__})")
     bad = (
@@ -180,8 +296,8 @@ def _record_path(root: Path, key: str) -> Path:
     return full
 
 
-def _read_small_file(path: Path) -> bytes:
-    """The bytes of a regular file, refusing links, FIFOs, devices and oversized files."""
+def _read_small_file(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """The bytes of a regular file, refusing links, FIFOs, devices and files over ``limit``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -191,9 +307,9 @@ def _read_small_file(path: Path) -> bytes:
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise RecordRejected(path, "not a regular file")
-        data = fh.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        raise RecordRejected(path, f"larger than {MAX_RECORD_BYTES} bytes")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise RecordRejected(path, f"larger than {limit} bytes")
     return data
 
 

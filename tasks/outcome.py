@@ -2,7 +2,8 @@
 on the flow run (``promoted``, ``kept-champion``, ``not-promoted``, ``not-registered``,
 ``nothing-to-do``, ``quarantined``) to filter runs by in the Prefect UI.
 
-The state's data stays what the flow returns (the outputs dict), so callers get it unchanged.
+The state's data stays what the flow returns (the outputs dict), so callers get it unchanged;
+it is stored under ``work_dir`` (:func:`completed`), where Prefect can read it back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run as current_flow_run
 from prefect.states import Completed, State
 
+from tasks.cache_records import stored_flow_result
 from tasks.landing import intake_folders
 from xmc_core.config import XmcConfig
 from xmc_core.corpus import Corpus
@@ -61,7 +63,7 @@ def train_state(cfg: XmcConfig, outputs: dict[str, str], tag: bool = True) -> St
     message, tags = training_outcome(cfg, outputs)
     if tag:
         add_flow_run_tags(tags)
-    return Completed(message=message, data=outputs)
+    return completed(cfg, outputs, message)
 
 
 def retrain_state(cfg: XmcConfig, result: dict[str, Any]) -> State:
@@ -71,7 +73,18 @@ def retrain_state(cfg: XmcConfig, result: dict[str, Any]) -> State:
     message, tags = retrain_outcome(cfg, result)
     add_flow_run_tags(tags)
     name = QUARANTINE_STATE if QUARANTINED in tags else "Completed"
-    return Completed(name=name, message=message, data=result)
+    return completed(cfg, result, message, name)
+
+
+def completed(
+    cfg: XmcConfig, value: Any, message: str | None = None, name: str = "Completed"
+) -> State:
+    """A top-level flow run's Completed final state holding ``value``, stored under
+    ``cfg.work_dir`` (:func:`tasks.cache_records.stored_flow_result`): when the API answers
+    the state change with its own copy of the state (e.g. after its SQLite was busy), the
+    state the caller gets names that file and ``state.result()`` reads it back, verified."""
+    record = stored_flow_result(cfg.work_dir, value)
+    return Completed(name=name, message=message, data=record)
 
 
 def add_flow_run_tags(tags: Iterable[str]) -> list[str]:

@@ -13,6 +13,7 @@ from uuid import UUID
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 import flows.matcher
 import xmc_core.transformer.matcher
@@ -115,7 +116,10 @@ def test_failure_at_second_matcher_level_resumes_there(
             results_root(tmp_path.resolve())
         )
         params = json.loads(json.dumps(parameters))  # what the API would carry
-        return SimpleNamespace(name="fake", state=matcher_flow(**params, return_state=True))
+        storage = options["job_variables"]["env"]["PREFECT_RESULTS_LOCAL_STORAGE_PATH"]
+        with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: storage}):  # the worker's
+            state = matcher_flow(**params, return_state=True)
+        return SimpleNamespace(name="fake", state=state)
 
     monkeypatch.setenv(flows.matcher.MATCHER_DEPLOYMENT_ENV, "matcher/xmc-matcher-gpu")
     monkeypatch.setattr(flows.matcher, "run_deployment", fake_run_deployment)
