@@ -75,7 +75,7 @@ class RecordRejected(ValueError):
     def __init__(
         self, path: Path, problem: str, missing: bool = False, what: str = "cache record"
     ) -> None:
-        self.problem, self.missing = problem, missing
+        self.path, self.problem, self.missing = path, problem, missing
         then = (
             "the stage runs again and reuses its artifact folder if finished"
             if what == "cache record"
@@ -109,9 +109,9 @@ class CacheRecords(LocalFileSystem):
         """Write ``content`` atomically (Prefect's own write leaves a torn file on a crash),
         replacing a link at ``path`` rather than the file it points to. A flow's value that
         could not be served back (not plain JSON) is refused here, when written."""
-        if is_flow_result(self._root(), path) and not _is_exception(content):
+        if is_flow_result(self._root(), path):
             try:  # a failed run's exception is kept as Prefect wrote it, never served
-                _check_flow_value(Path(path), content)
+                _check_flow_value(Path(path), content, keep_exception=True)
             except RecordRejected as exc:
                 raise ValueError(
                     f"{path}: a flow's value must be plain JSON (strings, numbers, lists, "
@@ -166,16 +166,22 @@ def is_flow_result(root: Path, key: str) -> bool:
     return full.parent == PurePath(root) and FLOW_RESULT_NAME.fullmatch(full.name) is not None
 
 
+def flow_result_file(root: Path, key: str) -> Path:
+    """The file of the flow result ``key`` names (see :func:`is_flow_result`), or
+    :class:`RecordRejected`."""
+    if not is_flow_result(root, key):
+        problem = "not a flow's result file of the artifacts folder"
+        raise RecordRejected(Path(root) / key, problem, what="flow result")
+    return Path(root) / PurePath(key).name
+
+
 def verified_flow_result(root: Path, key: str, block_id: UUID | None = None) -> bytes:
     """The flow's return value stored at ``key`` (see :func:`is_flow_result`) as a record
     Prefect may read, or :class:`RecordRejected`: the file must be plain JSON (the flows write
     their values with Prefect's JSON serializer, :func:`flows.runtime.configured`) holding no
     object Prefect's decoder would build. The record names the JSON serializer whatever the
     API's metadata names (a pickle there is never used)."""
-    if not is_flow_result(root, key):
-        problem = "not a flow's result file of the artifacts folder"
-        raise RecordRejected(Path(root) / key, problem, what="flow result")
-    path = Path(root) / PurePath(key).name
+    path = flow_result_file(root, key)
     value = flow_value(path)
     metadata = ResultRecordMetadata(
         storage_key=str(path), serializer=JSONSerializer(), storage_block_id=block_id
@@ -203,9 +209,10 @@ def flow_value(path: Path) -> Any:
     return _check_flow_value(path, _read_small_file(path, MAX_FLOW_RESULT_BYTES))
 
 
-def _check_flow_value(path: Path, data: bytes) -> Any:
+def _check_flow_value(path: Path, data: bytes, keep_exception: bool = False) -> Any:
     """``data`` (a flow's result file at ``path``) decoded as plain JSON holding nothing
-    Prefect's decoder builds, or :class:`RecordRejected`."""
+    Prefect's decoder builds, or :class:`RecordRejected`. ``keep_exception``: a failed run's
+    exception as Prefect's JSON serializer writes it is taken as it is (to be kept, not read)."""
     flow = "flow result"
     if len(data) > MAX_FLOW_RESULT_BYTES:
         raise RecordRejected(path, f"larger than {MAX_FLOW_RESULT_BYTES} bytes", what=flow)
@@ -214,20 +221,13 @@ def _check_flow_value(path: Path, data: bytes) -> Any:
     except (UnicodeDecodeError, ValueError):
         problem = "not a JSON value (written by another serializer?)"
         raise RecordRejected(path, problem, what=flow) from None
+    if keep_exception and isinstance(value, dict) and "__exc_type__" in value:
+        return value
     built = _decoded_key(value)
     if built is not None:
         problem = f"it holds {built!r}: an object Prefect's decoder would build"
         raise RecordRejected(path, problem, what=flow)
     return value
-
-
-def _is_exception(content: bytes) -> bool:
-    """Whether ``content`` is a failed run's exception as Prefect's JSON serializer writes it."""
-    try:
-        value = json.loads(content)
-    except (UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(value, dict) and "__exc_type__" in value
 
 
 def _decoded_key(value: Any) -> str | None:
@@ -257,14 +257,11 @@ def returned_folders(state: State[Any], work_dir: str | Path, stage: str) -> lis
     if isinstance(data, ResultRecord):  # run in this process: the value itself
         source, value = "the flow run's result", data.result
     elif isinstance(data, ResultRecordMetadata) and data.storage_key:
-        if not is_flow_result(root, data.storage_key):  # absolute, or relative to the storage
-            problem = f"the flow run's result is not a flow result file of {root}"
-            raise ArtifactError(Path(data.storage_key), problem)
-        path = root / PurePath(data.storage_key).name
-        try:
+        try:  # the key absolute, or relative to the storage
+            path = flow_result_file(root, data.storage_key)
             source, value = str(path), flow_value(path)
         except RecordRejected as exc:
-            raise ArtifactError(path, f"not a result file to read ({exc.problem})") from None
+            raise ArtifactError(exc.path, f"not a result file to read ({exc.problem})") from None
     else:
         raise ArtifactError(root, f"the flow run left no result to read ({type(data).__name__})")
     bad = (
