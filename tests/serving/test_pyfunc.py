@@ -169,3 +169,45 @@ def test_local_folders(tiny_model_dir: Path, tmp_path: Path, registry: Registry)
         InputError, match=r"empty is not an xmc model folder \(.*empty/meta.json is missing\)"
     ):
         local_model_dir(tmp_path / "empty", registry.cfg)
+
+
+def test_logging_skips_the_environment_scan_its_pins_make_moot(
+    registry: Registry, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow's check of a logged model's requirements against the environment (2.6 s per
+    process here) is skipped while ours are logged, and put back afterwards: they pin the
+    running environment's own versions, so it could not warn."""
+    import importlib
+    from importlib import metadata
+
+    from mlflow.utils import requirements_utils
+
+    from xmc_core.serving.package import SCAN_SITES, log_model
+
+    check = requirements_utils.warn_dependency_requirement_mismatches
+    sites = [importlib.import_module(name) for name in SCAN_SITES]
+    assert all(site.warn_dependency_requirement_mismatches is check for site in sites)
+
+    scans: list[str] = []  # MLflow turns an error in the check into a warning: record instead
+    monkeypatch.setattr(
+        requirements_utils, "_init_packages_to_modules_map", lambda: scans.append("scan")
+    )
+    with tracking(registry.uri), mlflow.start_run(experiment_id=_experiment(registry)):
+        info = log_model(tiny_model_dir, registry.cfg)
+    assert scans == []
+    assert all(site.warn_dependency_requirement_mismatches is check for site in sites)
+    check(["numpy"])  # the check itself, put back, still scans
+    assert scans == ["scan"]
+    with tracking(registry.uri):
+        pins = mlflow.pyfunc.get_model_dependencies(info.model_uri)
+    lines = Path(pins).read_text().split()
+    assert f"numpy=={metadata.version('numpy')}" in lines
+    assert f"mlflow=={metadata.version('mlflow')}" in lines
+
+
+def _experiment(registry: Registry) -> str:
+    """The id of the experiment the ``registry`` fixture logged its model in."""
+    with tracking(registry.uri):
+        found = mlflow.get_experiment_by_name("xmc-test")
+    assert found is not None
+    return str(found.experiment_id)

@@ -11,14 +11,17 @@ dependency inference, no network).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import logging
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pandas as pd
@@ -46,6 +49,9 @@ FINGERPRINT_TAG = "xmc.model_fingerprint"
 """Version tag: :func:`model_fingerprint` of the model it holds."""
 log = logging.getLogger(__name__)
 INPUT_EXAMPLE = pd.DataFrame({TEXT_COLUMN: ["an example document to label"]})
+SCAN_SITES = ("mlflow.utils.environment", "mlflow.pyfunc")
+"""The modules whose ``warn_dependency_requirement_mismatches`` a pyfunc's logging calls."""
+_SCAN_LOCK = threading.Lock()
 
 
 def model_signature(defaults: PredictConfig) -> ModelSignature:
@@ -115,26 +121,56 @@ def log_model(
     with tempfile.TemporaryDirectory(prefix="xmc-code-") as tmp:
         code = Path(tmp) / "xmc_core"
         shutil.copytree(Path(__file__).parent.parent, code, ignore=_CODE_IGNORE)
-        info = mlflow.pyfunc.log_model(
-            name=MODEL_NAME,
-            python_model=str(ENTRY_FILE),
-            artifacts={ARTIFACT_KEY: str(folder)},
-            code_paths=[str(code)],
-            signature=model_signature(model_predict_config(folder)),
-            input_example=INPUT_EXAMPLE,
-            pip_requirements=pip_requirements(family, cfg),
-            metadata={
-                "xmc_kind": family,
-                "xmc_version": __version__,
-                "n_labels": int(meta["n_labels"]),
-                "config_fingerprint": cfg.fingerprint(),
-            },
-        )
+        with _no_requirement_scan():
+            info = _log_pyfunc(folder, code, family, meta, cfg)
     if registered_model_name is not None:
         info.registered_model_version = register_logged(
             info.model_uri, folder, cfg, registered_model_name, reuse_identical, version_tags
         )
     return info
+
+
+def _log_pyfunc(
+    folder: Path, code: Path, family: str, meta: Mapping[str, Any], cfg: XmcConfig
+) -> ModelInfo:
+    """``mlflow.pyfunc.log_model`` of the model ``folder`` with the ``xmc_core`` copy ``code``."""
+    return mlflow.pyfunc.log_model(
+        name=MODEL_NAME,
+        python_model=str(ENTRY_FILE),
+        artifacts={ARTIFACT_KEY: str(folder)},
+        code_paths=[str(code)],
+        signature=model_signature(model_predict_config(folder)),
+        input_example=INPUT_EXAMPLE,
+        pip_requirements=pip_requirements(family, cfg),
+        metadata={
+            "xmc_kind": family,
+            "xmc_version": __version__,
+            "n_labels": int(meta["n_labels"]),
+            "config_fingerprint": cfg.fingerprint(),
+        },
+    )
+
+
+@contextlib.contextmanager
+def _no_requirement_scan() -> Iterator[None]:
+    """Skip MLflow's check of the logged pip requirements against the running environment.
+
+    The check maps every installed distribution's files to the modules they hold (2.6 s, once
+    per process, in this project's venv: torch's and transformers' file lists) only to warn when
+    a requirement is not installed at its pinned version; ours are the running environment's own
+    versions (:func:`pip_requirements`), so it cannot warn. ``SCAN_SITES`` names where MLflow
+    calls it (``tests/serving`` checks that they still do)."""
+    modules = [importlib.import_module(name) for name in SCAN_SITES]
+    name = "warn_dependency_requirement_mismatches"
+    with _SCAN_LOCK:
+        saved = [getattr(m, name) for m in modules]
+        for m in modules:
+            setattr(m, name, lambda _requirements: None)
+        try:
+            yield
+        finally:
+            for m, original in zip(modules, saved, strict=True):
+                setattr(m, name, original)
 
 
 def register_logged(
