@@ -205,6 +205,24 @@ def test_logging_skips_the_environment_scan_its_pins_make_moot(
     assert f"mlflow=={metadata.version('mlflow')}" in lines
 
 
+def test_a_requirement_not_installed_is_listed_by_name_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from importlib import metadata
+
+    from xmc_core.serving import package
+
+    monkeypatch.setattr(package, "family_requirements", lambda *_: ["no-such-package-xmc"])
+    with caplog.at_level("WARNING", logger=package.__name__):
+        pins = package.pip_requirements("xr_linear")
+    assert pins[-1] == "no-such-package-xmc"
+    assert f"numpy=={metadata.version('numpy')}" in pins
+    assert caplog.messages == [
+        "no-such-package-xmc is not installed here: the logged model requires it without a "
+        "version (install it where the model is served)"
+    ]
+
+
 def _experiment(registry: Registry) -> str:
     """The id of the experiment the ``registry`` fixture logged its model in."""
     with tracking(registry.uri):

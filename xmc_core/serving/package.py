@@ -80,13 +80,18 @@ def model_signature(defaults: PredictConfig) -> ModelSignature:
 def pip_requirements(family: str, cfg: XmcConfig | None = None) -> list[str]:
     """``package==version`` of the running environment for what the pyfunc imports: the core
     packages and those the model's family declares (an ensemble's: its members' families, as
-    ``cfg`` configures them)."""
+    ``cfg`` configures them). A package not installed here is listed by its name, with a
+    warning."""
     names = CORE_REQUIREMENTS + tuple(family_requirements(family, cfg))
     pins = []
     for name in names:
         try:
             pins.append(f"{name}=={metadata.version(name)}")
         except metadata.PackageNotFoundError:
+            log.warning(
+                "%s is not installed here: the logged model requires it without a version "
+                "(install it where the model is served)", name,
+            )  # fmt: skip
             pins.append(name)
     return pins
 
@@ -158,8 +163,9 @@ def _no_requirement_scan() -> Iterator[None]:
     The check maps every installed distribution's files to the modules they hold (2.6 s, once
     per process, in this project's venv: torch's and transformers' file lists) only to warn when
     a requirement is not installed at its pinned version; ours are the running environment's own
-    versions (:func:`pip_requirements`), so it cannot warn. ``SCAN_SITES`` names where MLflow
-    calls it (``tests/serving`` checks that they still do)."""
+    versions (:func:`pip_requirements`, which warns itself of a package not installed), so it
+    has nothing to add. ``SCAN_SITES`` names where MLflow calls it (``tests/serving`` checks
+    that they still do)."""
     modules = [importlib.import_module(name) for name in SCAN_SITES]
     name = "warn_dependency_requirement_mismatches"
     with _SCAN_LOCK:
