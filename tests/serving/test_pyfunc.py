@@ -3,13 +3,16 @@ and the resolution of model references (folders, models:/ URIs) to local model f
 
 from __future__ import annotations
 
+import importlib
 import shutil
+from importlib import metadata
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
 from mlflow.exceptions import MlflowException
+from mlflow.utils import requirements_utils
 
 from tests.serving.conftest import (
     ALIAS,
@@ -176,12 +179,7 @@ def test_logging_skips_the_environment_scan_its_pins_make_moot(
 ) -> None:
     """MLflow's check of a logged model's requirements against the environment (2.6 s per
     process here) is skipped while ours are logged, and put back afterwards: they pin the
-    running environment's own versions, so it could not warn."""
-    import importlib
-    from importlib import metadata
-
-    from mlflow.utils import requirements_utils
-
+    running environment's own versions, so it has nothing to add."""
     from xmc_core.serving.package import SCAN_SITES, log_model
 
     check = requirements_utils.warn_dependency_requirement_mismatches
@@ -192,8 +190,10 @@ def test_logging_skips_the_environment_scan_its_pins_make_moot(
     monkeypatch.setattr(
         requirements_utils, "_init_packages_to_modules_map", lambda: scans.append("scan")
     )
-    with tracking(registry.uri), mlflow.start_run(experiment_id=_experiment(registry)):
-        info = log_model(tiny_model_dir, registry.cfg)
+    with tracking(registry.uri):
+        experiment = mlflow.get_run(registry.run_id).info.experiment_id
+        with mlflow.start_run(experiment_id=experiment):
+            info = log_model(tiny_model_dir, registry.cfg)
     assert scans == []
     assert all(site.warn_dependency_requirement_mismatches is check for site in sites)
     check(["numpy"])  # the check itself, put back, still scans
@@ -208,8 +208,6 @@ def test_logging_skips_the_environment_scan_its_pins_make_moot(
 def test_a_requirement_not_installed_is_listed_by_name_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from importlib import metadata
-
     from xmc_core.serving import package
 
     monkeypatch.setattr(package, "family_requirements", lambda *_: ["no-such-package-xmc"])
@@ -221,11 +219,3 @@ def test_a_requirement_not_installed_is_listed_by_name_with_a_warning(
         "no-such-package-xmc is not installed here: the logged model requires it without a "
         "version (install it where the model is served)"
     ]
-
-
-def _experiment(registry: Registry) -> str:
-    """The id of the experiment the ``registry`` fixture logged its model in."""
-    with tracking(registry.uri):
-        found = mlflow.get_experiment_by_name("xmc-test")
-    assert found is not None
-    return str(found.experiment_id)
