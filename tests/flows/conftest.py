@@ -14,9 +14,11 @@ from prefect.client.schemas.filters import (
     ArtifactFilterFlowRunId,
     FlowRunFilter,
     FlowRunFilterId,
+    FlowRunFilterParentFlowRunId,
 )
 from prefect.events.worker import EventsWorker
 
+from tasks.stage_task import STAGE_TAG
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 
@@ -32,13 +34,17 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def task_states(
-    flow_run_id: UUID, timeout: float = 60.0, expect: frozenset[str] = frozenset()
+    flow_run_id: UUID,
+    timeout: float = 60.0,
+    expect: frozenset[str] = frozenset(),
+    stages: int = 0,
 ) -> dict[str, str]:
     """Task run name -> final state name of one flow run.
 
     Task runs report their states as events that the server applies asynchronously: flush the
-    client's event worker, then poll until every task run named in ``expect`` exists and every
-    task run is in a final state (a run the server has not created yet would be missing).
+    client's event worker, then poll until every task run named in ``expect`` exists, so do at
+    least ``stages`` stage task runs (``STAGE_TAG``), and every task run is in a final state (a
+    run the server has not created yet would be missing).
     """
     EventsWorker.drain_all(timeout=timeout)
     deadline = time.monotonic() + timeout
@@ -48,11 +54,43 @@ def task_states(
             runs = client.read_task_runs(flow_run_filter=flt)
             names = {run.name for run in runs}
             final = all(r.state is not None and r.state.is_final() for r in runs)
-            if final and expect <= names:
+            counted = sum(STAGE_TAG in r.tags for r in runs) >= stages
+            if final and counted and expect <= names:
                 return {run.name: run.state_name for run in runs}
             if time.monotonic() > deadline:
                 raise TimeoutError({run.name: run.state_name for run in runs})
             time.sleep(0.2)
+
+
+def tree_task_states(flow_run_id: UUID, expect: frozenset[str] = frozenset()) -> dict[str, str]:
+    """:func:`task_states` of a flow run and of its subflow runs, recursively, once every task
+    run named in ``expect`` exists in one of them."""
+    deadline = time.monotonic() + 60.0
+    flt = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+    while True:
+        states = task_states(flow_run_id)
+        with get_client(sync_client=True) as client:
+            children = client.read_flow_runs(flow_run_filter=flt)
+        for child in children:
+            states |= tree_task_states(child.id)
+        if expect <= states.keys():
+            return states
+        if time.monotonic() > deadline:
+            raise TimeoutError(states)
+        time.sleep(0.2)
+
+
+def featurize_tasks(parts: dict[str, int]) -> frozenset[str]:
+    """The task runs of one featurize pipeline over a corpus of ``parts`` row groups per split,
+    for ``task_states(expect=...)``."""
+    per_part = {
+        f"{stage}-{split}-{i}"
+        for split, n in parts.items()
+        for i in range(n)
+        for stage in ("count", "featurize")
+    }
+    assembled = {f"assemble-{split}" for split in parts}
+    return frozenset({"fit-vocabulary", "label-index", "label-features", *assembled, *per_part})
 
 
 def flow_run_artifacts(flow_run_id: UUID | str) -> dict[str, Any]:

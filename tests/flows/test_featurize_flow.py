@@ -10,12 +10,13 @@ from dask.distributed import LocalCluster
 
 from flows.featurize import featurize_pipeline
 from flows.runtime import configured, prefect_api
-from tests.flows.conftest import task_states
+from tests.flows.conftest import featurize_tasks, task_states
 from xmc_core.config import XmcConfig
 from xmc_core.features.split_features import SplitFeatures
 from xmc_core.features.tfidf import TfidfVectorizer
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
+TASKS = featurize_tasks({"train": 3, "test": 1})  # 400 and 120 rows, 150 a row group
 
 
 def run(corpus: Path, work: Path, *overrides: str, dask: bool = False) -> tuple[dict, dict]:
@@ -25,7 +26,7 @@ def run(corpus: Path, work: Path, *overrides: str, dask: bool = False) -> tuple[
         flow = configured(featurize_pipeline, cfg, use_dask=dask)
         state = flow(str(corpus), cfg, return_state=True)
     assert state.is_completed(), state.message
-    return state.result(), task_states(state.state_details.flow_run_id)
+    return state.result(), task_states(state.state_details.flow_run_id, expect=TASKS)
 
 
 def test_rerun_is_fully_cached_and_config_change_recomputes_only_dependents(

@@ -30,14 +30,19 @@ def model_dir(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def run(
-    model: Path, source: Path, output: Path, work: Path, split: str = "train", **kw: int
+    model: Path, source: Path, output: Path, work: Path, parts: list[str], **kw: int
 ) -> tuple[str, dict[str, str]]:
+    """Predict ``source`` (the train split of a dataset, or a text file) into ``output``; the
+    states of its task runs, once the ``parts`` predicted and the stages after them exist."""
     cfg = XmcConfig.load(None, [f"work_dir={work}", "data.rows_per_group=50"])
     with prefect_api():
         flow = configured(predict_pipeline, cfg, use_dask=False)
-        state = flow(str(model), str(source), str(output), split, cfg, return_state=True, **kw)
+        state = flow(str(model), str(source), str(output), "train", cfg, return_state=True, **kw)
     assert state.is_completed(), state.message
-    return state.result(), task_states(state.state_details.flow_run_id)
+    expect = frozenset({*parts, "resolve-model", "assemble-predictions", "write-output"})
+    if not source.is_dir():
+        expect |= {"plan-chunks"}
+    return state.result(), task_states(state.state_details.flow_run_id, expect=expect)
 
 
 def assert_rows_equal(table: pa.Table, ids: list[str], want: list[list[tuple[str, float]]]) -> None:
@@ -54,10 +59,11 @@ def test_dataset_split_predictions_equal_in_process_and_rerun_is_cached(
     model_dir: Path, small_corpus: Path, tmp_path: Path
 ) -> None:
     output = tmp_path / "out" / "train-predictions.parquet"
-    result, states = run(model_dir, small_corpus, output, tmp_path / "work", topk=5)
+    parts = [f"predict-train-{i}" for i in range(3)]  # 400 rows, 150 a row group
+    result, states = run(model_dir, small_corpus, output, tmp_path / "work", parts, topk=5)
     assert result == str(output)
-    parts = sorted(n for n in states if n.startswith("predict-train-"))
-    assert len(parts) == 3 and all(states[n] == "Completed" for n in parts), states
+    assert {n for n in states if n.startswith("predict-")} == set(parts), states
+    assert all(states[n] == "Completed" for n in parts), states
 
     model = XmcModel.load(model_dir)
     feats = model.encode_split(Corpus(small_corpus), "train")
@@ -65,7 +71,7 @@ def test_dataset_split_predictions_equal_in_process_and_rerun_is_cached(
     assert_rows_equal(pq.read_table(output), feats.doc_ids.to_pylist(), want)
 
     output.unlink()
-    _, states = run(model_dir, small_corpus, output, tmp_path / "work", topk=5)
+    _, states = run(model_dir, small_corpus, output, tmp_path / "work", parts, topk=5)
     assert all(states[n] == "Cached" for n in parts), states
     assert states["assemble-predictions"] == "Cached"
     assert states["write-output"] == "Completed" and output.is_file()
@@ -78,8 +84,9 @@ def test_text_file_predictions_in_chunks(
     source = tmp_path / "docs.txt"
     source.write_text("\n".join(texts) + "\n", encoding="utf-8")
     output = tmp_path / "docs.parquet"
-    _, states = run(model_dir, source, output, tmp_path / "work")
-    assert sum(n.startswith("predict-lines-") for n in states) == 3  # 120 lines, 50 a chunk
+    parts = [f"predict-lines-{first}" for first in (1, 51, 101)]  # 120 lines, 50 a chunk
+    _, states = run(model_dir, source, output, tmp_path / "work", parts)
+    assert {n for n in states if n.startswith("predict-")} == set(parts), states
 
     model = XmcModel.load(model_dir)
     ids = [f"line-{i}" for i in range(1, len(texts) + 1)]

@@ -5,35 +5,19 @@ new document gives the champion's rankers back; ``retrain.cold_every`` makes one
 from __future__ import annotations
 
 from pathlib import Path
-from uuid import UUID
 
 import pyarrow.parquet as pq
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 
 from flows.retrain import retrain
 from flows.runtime import prefect_api
 from tests.corpus.helpers import parquet_drop
-from tests.flows.conftest import task_states
+from tests.flows.conftest import tree_task_states
 from xmc_core.families import warm as warm_module
 from xmc_core.model.xmc_model import XmcModel
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
-
-
-def subflow_task_states(flow_run_id: UUID) -> dict[str, str]:
-    """Task run name -> state of the retrain run's train pipeline (two subflows down)."""
-    states: dict[str, str] = {}
-    with get_client(sync_client=True) as client:
-        for pipeline in client.read_flow_runs(flow_run_filter=_children(flow_run_id)):
-            for run in client.read_flow_runs(flow_run_filter=_children(pipeline.id)):
-                states |= task_states(run.id)
-    return states
-
-
-def _children(flow_run_id: UUID) -> FlowRunFilter:
-    return FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+STAGES = frozenset({"extend-vocabulary", "extend-label-index", "grow-label-tree", "train-level-0"})
 
 
 def sets(work: Path, *more: str) -> list[str]:
@@ -65,7 +49,7 @@ def test_a_retrain_starts_warm_from_the_last_model_resumes_and_can_go_cold(
         monkeypatch.setattr(warm_module, "grow_tree", real)
         state = retrain(None, sets(work), return_state=True)
         second = state.result()["outputs"]
-        stages = subflow_task_states(state.state_details.flow_run_id)
+        stages = tree_task_states(state.state_details.flow_run_id, STAGES)
         again = [*sets(work), "retrain.retrain_without_new_data=true", "retrain.cold_every=3"]
         third = retrain(None, again)["outputs"]  # nothing new: warm gives the champion back
         fourth = retrain(None, again)["outputs"]  # two warm in a row: the third is cold

@@ -8,11 +8,8 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from uuid import UUID
 
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
 import flows.matcher
@@ -22,7 +19,7 @@ from flows.runtime import configured, prefect_api
 from flows.stage_runner import PrefectRunner, Ref
 from flows.train import train_pipeline
 from tasks.cache_records import results_root
-from tests.flows.conftest import task_states
+from tests.flows.conftest import tree_task_states
 from tests.transformer.conftest import SMALL
 from tests.transformer.tiny import build_tiny_encoder
 from xmc_core.config import XmcConfig
@@ -44,22 +41,10 @@ def config(work: Path, corpus: Path, encoder: Path) -> XmcConfig:
     return XmcConfig.load(None, [*sets, f"encoder.path={encoder}"])
 
 
-def all_task_states(flow_run_id: UUID, expect: frozenset[str] = frozenset()) -> dict[str, str]:
-    """Task run name -> state name of a flow run and of its subflow runs (``expect``: task runs
-    of the top flow to wait for)."""
-    states = task_states(flow_run_id, expect=expect)
-    flt = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
-    with get_client(sync_client=True) as client:
-        children = client.read_flow_runs(flow_run_filter=flt)
-    for child in children:
-        states |= all_task_states(child.id)
-    return states
-
-
 def run(cfg: XmcConfig, expect: frozenset[str] = frozenset()) -> tuple[Any, dict[str, str]]:
     with prefect_api():
         state = configured(train_pipeline, cfg, use_dask=False)(cfg, return_state=True)
-    return state, all_task_states(state.state_details.flow_run_id, expect)
+    return state, tree_task_states(state.state_details.flow_run_id, expect)
 
 
 def test_failure_at_second_matcher_level_resumes_there(
@@ -143,7 +128,8 @@ def test_failure_at_second_matcher_level_resumes_there(
                                                                 return_state=True)  # fmt: skip
     assert state.is_completed(), state.message
     warm = state.result()
-    states = all_task_states(state.state_details.flow_run_id)
+    kept = frozenset({second, "grow-ranker-tree", "kept-ranker-level-0"})
+    states = tree_task_states(state.state_details.flow_run_id, kept)
     assert sorted(n for n in states if n.startswith("matcher-level-")) == [second]
     assert states["grow-ranker-tree"] == "Completed"
     assert states["kept-ranker-level-0"] == "Completed"

@@ -40,7 +40,7 @@ from tasks.cache_records import (
     results_root,
     verified_record,
 )
-from tests.flows.conftest import task_states
+from tests.flows.conftest import featurize_tasks, task_states
 from tests.prefect_db import seeded_harness
 from xmc_core.config import XmcConfig
 from xmc_core.corpus.synthetic import SyntheticSpec
@@ -155,7 +155,8 @@ def run(corpus: Path, work: Path, dask: str = "") -> tuple[dict[str, str], dict[
             str(corpus), cfg, return_state=True
         )
     assert state.is_completed(), state.message
-    return state.result(), task_states(state.state_details.flow_run_id)
+    tasks = featurize_tasks({"train": 1, "test": 1})  # 60 and 20 rows, 100 a row group
+    return state.result(), task_states(state.state_details.flow_run_id, expect=tasks)
 
 
 def test_the_pickle_payload_runs_code_when_prefect_loads_it(tmp_path: Path) -> None:
