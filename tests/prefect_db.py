@@ -16,6 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import prefect
+from prefect.events.worker import EventsWorker
 
 from tests.shared_tmp import held
 
@@ -68,6 +69,11 @@ def seeded_harness(template: Path) -> Iterator[None]:
         mock.patch.object(utilities, "mkdtemp", seeded_folder),
         utilities.prefect_test_harness(server_startup_timeout=120),
     ):
+        # A harness started while another runs (a module's own server inside the session's):
+        # an events worker started before it would keep its client of the other server, fail
+        # to look up this one's flows and drop their events (no task runs recorded). Stop the
+        # workers, so that the next event starts one for this server.
+        EventsWorker.drain_all(timeout=30)
         yield
 
 
