@@ -51,27 +51,34 @@ def _fake(results: dict[float, int]):
 def test_the_search_moves_while_the_next_scale_is_clearly_better() -> None:
     tried, calls, scores = _fake({0.25: 0, 0.5: 5, 1.0: 10, 2.0: 30, 4.0: 50})
     assert _search(SCALES, tried, scores) == 4.0
-    assert calls == [0.5, 2.0, 4.0]  # both neighbours, then on upwards to the last scale
+    assert calls == [2.0, 4.0]  # 2 clearly better: 0.5 is not tried; on upwards to the last
+
+
+def test_a_clear_gain_upwards_is_taken_without_trying_downwards() -> None:
+    # 0.5 would gain more than 2 does, but 2 is clearly better than 1: one training fewer
+    tried, calls, scores = _fake({0.25: 60, 0.5: 40, 1.0: 10, 2.0: 30, 4.0: 30})
+    assert _search(SCALES, tried, scores) == 2.0
+    assert calls == [2.0, 4.0]
 
 
 def test_the_search_stops_at_the_first_scale_without_clear_evidence() -> None:
     # 0.5 gains 20 documents over 1 (t = 4.9); 0.25 gains 3 over 0.5 (t = 1.7 < 2)
     tried, calls, scores = _fake({0.25: 33, 0.5: 30, 1.0: 10, 2.0: 5, 4.0: 0})
     assert _search(SCALES, tried, scores) == 0.5
-    assert calls == [0.5, 2.0, 0.25]
+    assert calls == [2.0, 0.5, 0.25]  # upwards first, then downwards
 
 
 def test_the_search_keeps_one_when_no_neighbour_is_clearly_better() -> None:
     tried, calls, scores = _fake({0.5: 13, 1.0: 10, 2.0: 12, 0.25: 99, 4.0: 99})
     assert _search(SCALES, tried, scores) == 1.0  # t = 1.7 for 0.5
-    assert calls == [0.5, 2.0]
+    assert calls == [2.0, 0.5]
 
 
 def test_a_search_from_another_scale_evaluates_its_neighbours_first() -> None:
     tried, calls, scores = _fake({0.25: 0, 0.5: 0, 1.0: 10, 2.0: 30, 4.0: 32})
     tried = {2.0: scores(2.0)}
     assert _search(SCALES, tried, scores, start=2.0) == 2.0  # 4 gains 2 documents: t < 2
-    assert calls == [2.0, 1.0, 4.0]
+    assert calls == [2.0, 4.0, 1.0]
 
 
 def _problem(noise: float, n: int = 4000, d: int = 60, k: int = 4, parents: int = 2):

@@ -13,10 +13,11 @@ split:
 2. each held-out document is scored on the children of the sampled parents it takes part in
    (its true parents with teacher forcing), ranked by their scores (the post-processor is
    monotone, so raw scores rank the same): P@1 + P@3 within its parents;
-3. a line search from 1 (a warm start's: from its champion's scale): the two neighbouring
-   scales first, then on in the better direction while the next scale is better. A move needs
-   a paired t statistic >= ``MIN_Z`` over the documents: without clear evidence the scale
-   stays where the search started.
+3. a line search from 1 (a warm start's: from its champion's scale): the next larger scale
+   first, the next smaller one only when the larger is not clearly better, then on in the
+   direction that was while the next scale is better. A move needs a paired t statistic >=
+   ``MIN_Z`` over the documents: without clear evidence the scale stays where the search
+   started.
 
 On the shared datasets' validation carves (``benchmarks/leaf_cost.py``) this proxy ranks the
 scales as the validation P@1 of the whole model does.
@@ -127,11 +128,14 @@ def _search(
     """Line search over ``scales`` from ``start`` (``tried`` holds its per-document scores and
     gains every scale evaluated; ``hits(scale)`` evaluates one); returns the chosen scale."""
     at = scales.index(start)
-    neighbours = [i for i in (at - 1, at + 1) if 0 <= i < len(scales)]
-    for i in neighbours:
-        tried[scales[i]] = hits(scales[i])
-    best = max(neighbours, key=lambda i: _z(tried[scales[i]], tried[start]), default=at)
-    if best == at or _z(tried[scales[best]], tried[start]) < MIN_Z:
+    best = at
+    for i in (at + 1, at - 1):  # upwards first: a clear gain there spares the other try
+        if 0 <= i < len(scales):
+            tried[scales[i]] = hits(scales[i])
+            if _z(tried[scales[i]], tried[start]) >= MIN_Z:
+                best = i
+                break
+    if best == at:
         return start
     step = best - at
     while 0 <= best + step < len(scales):
