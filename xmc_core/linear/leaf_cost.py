@@ -15,9 +15,9 @@ split:
    monotone, so raw scores rank the same): P@1 + P@3 within its parents;
 3. a line search from 1 (a warm start's: from its champion's scale): the next larger scale
    first, the next smaller one only when the larger is not clearly better, then on in the
-   direction that was while the next scale is better. A move needs a paired t statistic >=
-   ``MIN_Z`` over the documents: without clear evidence the scale stays where the search
-   started.
+   direction of the clearly better one while the next scale is better. A move needs a paired t
+   statistic >= ``MIN_Z`` over the documents: without clear evidence the scale stays where the
+   search started.
 
 On the shared datasets' validation carves (``benchmarks/leaf_cost.py``) this proxy ranks the
 scales as the validation P@1 of the whole model does.
