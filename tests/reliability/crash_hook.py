@@ -92,12 +92,13 @@ def _install(audit_log):
             return
         marker = os.path.join(plan["markers"], stage)
         try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.close(os.open(marker + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             return  # one held task per kill: the others go on
         info = {"stage": stage, "tmp": root, "target": str(target), "pid": os.getpid()}
-        os.write(fd, json.dumps(info).encode())
-        os.close(fd)
+        with open(marker + ".partial", "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(info))
+        os.replace(marker + ".partial", marker)  # the test reads it whole once it exists
         _secede()
         while not os.path.exists(marker + ".release"):  # the test SIGKILLs the flow meanwhile
             time.sleep(0.05)
