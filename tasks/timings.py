@@ -62,13 +62,13 @@ def _final_task_runs(flow_run_id: UUID | str | None, wait_s: float) -> list[Any]
     deadline = time.monotonic() + wait_s
     with get_client(sync_client=True) as client:
         while True:
-            runs = [r for r in _task_runs_of_tree(client, root) if str(r.id) != calling]
+            runs = [r for r in task_runs_of_tree(client, root) if str(r.id) != calling]
             if all(_is_final(r) for r in runs) or time.monotonic() > deadline:
                 return runs
             time.sleep(0.25)
 
 
-def _task_runs_of_tree(client: SyncPrefectClient, root: UUID) -> list[Any]:
+def task_runs_of_tree(client: SyncPrefectClient, root: UUID) -> list[Any]:
     """Task runs of ``root`` and its subflow runs, minus the subflows' stand-in task runs."""
     runs, stand_ins, queue = [], set(), [root]
     while queue:

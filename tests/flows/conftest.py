@@ -14,11 +14,11 @@ from prefect.client.schemas.filters import (
     ArtifactFilterFlowRunId,
     FlowRunFilter,
     FlowRunFilterId,
-    FlowRunFilterParentFlowRunId,
 )
 from prefect.events.worker import EventsWorker
 
 from tasks.stage_task import STAGE_TAG
+from tasks.timings import task_runs_of_tree
 from xmc_core.corpus.synthetic import SyntheticSpec
 from xmc_core.corpus.synthetic_dataset import write_synthetic_dataset
 
@@ -62,22 +62,24 @@ def task_states(
             time.sleep(0.2)
 
 
-def tree_task_states(flow_run_id: UUID, expect: frozenset[str] = frozenset()) -> dict[str, str]:
-    """:func:`task_states` of a flow run and of its subflow runs, recursively, once every task
-    run named in ``expect`` exists in one of them."""
-    deadline = time.monotonic() + 60.0
-    flt = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
-    while True:
-        states = task_states(flow_run_id)
-        with get_client(sync_client=True) as client:
-            children = client.read_flow_runs(flow_run_filter=flt)
-        for child in children:
-            states |= tree_task_states(child.id)
-        if expect <= states.keys():
-            return states
-        if time.monotonic() > deadline:
-            raise TimeoutError(states)
-        time.sleep(0.2)
+def tree_task_states(
+    flow_run_id: UUID, expect: frozenset[str] = frozenset(), timeout: float = 60.0
+) -> dict[str, str]:
+    """Task run name -> final state name of a flow run and its subflow runs (the subflows'
+    stand-in runs left out: :func:`tasks.timings.task_runs_of_tree`), once every task run
+    named in ``expect`` exists and every one is final (as :func:`task_states` waits)."""
+    EventsWorker.drain_all(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = task_runs_of_tree(client, flow_run_id)
+            states = {run.name: run.state_name for run in runs}
+            final = all(r.state is not None and r.state.is_final() for r in runs)
+            if final and expect <= states.keys():
+                return states
+            if time.monotonic() > deadline:
+                raise TimeoutError(states)
+            time.sleep(0.2)
 
 
 def featurize_tasks(parts: dict[str, int]) -> frozenset[str]:

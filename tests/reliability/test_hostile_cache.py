@@ -50,6 +50,7 @@ from xmc_core.errors import ArtifactError
 pytestmark = pytest.mark.reliability
 
 SUITE = "hostile-cache"
+TASKS = featurize_tasks({"train": 1, "test": 1})  # 60 and 20 rows, 100 a row group
 
 
 class TouchOnLoad:
@@ -155,8 +156,7 @@ def run(corpus: Path, work: Path, dask: str = "") -> tuple[dict[str, str], dict[
             str(corpus), cfg, return_state=True
         )
     assert state.is_completed(), state.message
-    tasks = featurize_tasks({"train": 1, "test": 1})  # 60 and 20 rows, 100 a row group
-    return state.result(), task_states(state.state_details.flow_run_id, expect=tasks)
+    return state.result(), task_states(state.state_details.flow_run_id, expect=TASKS)
 
 
 def test_the_pickle_payload_runs_code_when_prefect_loads_it(tmp_path: Path) -> None:
