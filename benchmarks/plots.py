@@ -38,8 +38,8 @@ FAMILIES_OF_OURS = (
 START, END = "<!-- --8<-- [start:tables] -->", "<!-- --8<-- [end:tables] -->"
 
 FAMILIES = "families-{}-2026-11-24.json"
-PEERS = "peers-2026-12-02.json"
-PEERS_NOTE = "seeds 0, 1, 2; PECOS's PIFA, committed after the head the file reads"
+PEERS = "peers-2026-12-03.json"
+PEERS_NOTE = "seeds 0, 1, 2"
 XRT_AMD = "xr-transformer-cpu-2026-11-27-amd.json"
 
 
