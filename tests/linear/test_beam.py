@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from xmc_core.config import PredictConfig, RankerConfig
+from xmc_core.linear import beam
 from xmc_core.linear.beam import ChunkedLevel, beam_search, beam_to_csr, root_beam, score_level
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.linear.tree import LabelTree
@@ -54,6 +55,36 @@ def test_level_scores_equal_dense_computation(kind: str) -> None:
         np.testing.assert_allclose(scores[i], best, rtol=1e-5, atol=1e-6)
         reported = [full[j] for j in ids[i]]  # each returned id carries its own true score
         np.testing.assert_allclose(reported, scores[i], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["noop", "l3-hinge"])
+def test_table_and_search_lookups_and_any_split_of_the_documents_score_alike(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parent's documents find its chunk's features through a dense table or by binary
+    search, and the documents are scored a block at a time: every way gives the same bits."""
+    rng = np.random.default_rng(3)
+    X = sp.random(300, 60, density=0.2, format="csr", random_state=4, dtype=np.float32)
+    W = sp.random(61, 40, density=0.3, format="csc", random_state=5, dtype=np.float32)
+    level = ChunkedLevel.build(W, assignment(list(rng.integers(0, 5, 40)), 5))
+    beam_ids = np.stack([rng.permutation(5)[:3] for _ in range(300)])
+    beam_ids[::7, 2] = -1
+    beam_scores = rng.random(beam_ids.shape, dtype=np.float32)
+    runs = []
+    for cost, block in ((0.0, 1 << 24), (np.inf, 1 << 24), (2.0, 50), (0.0, 1)):
+        monkeypatch.setattr(beam, "TABLE_COST", cost)
+        monkeypatch.setattr(beam, "BLOCK_CANDIDATES", block)
+        runs.append(score_level(X, level, beam_ids, beam_scores, 7, kind, 0.5))
+    for ids, scores in runs[1:]:
+        np.testing.assert_array_equal(ids, runs[0][0])
+        np.testing.assert_array_equal(scores, runs[0][1])
+    S = transform((with_bias(X, 0.5) @ W).toarray(), kind)  # the first doc, by hand
+    parent = {int(p): float(beam_scores[0, b]) for b, p in enumerate(beam_ids[0]) if p >= 0}
+    full = [S[0, j] * (1 if kind == "noop" else parent[level_parent])
+            for j in range(40) if (level_parent := int(np.searchsorted(
+                level.child_ptr, np.flatnonzero(level.children == j)[0], side="right") - 1))
+            in parent]  # fmt: skip
+    np.testing.assert_allclose(runs[0][1][0], sorted(full, reverse=True)[:7], rtol=1e-5)
 
 
 def test_width_larger_than_candidates_pads_with_minus_one() -> None:

@@ -15,14 +15,14 @@ KERNEL_MODULES = (
     "xmc_core.linear._solver_kernels",
     "xmc_core.linear._dual_cd",
     "xmc_core.linear._chunk_kernels",
-    "xmc_core.linear.beam",
+    "xmc_core.linear._beam_kernels",
 )
 ENTRY_POINTS = {
     "xmc_core.features._pifa_kernels": ["label_sum_sizes", "label_sums", "normalized_rows"],
     "xmc_core.linear._tree_kernels": ["split_depth"],
     "xmc_core.linear._solver_kernels": ["gather_parents", "solve_groups", "kept_weights"],
     "xmc_core.linear._chunk_kernels": ["count_features", "fill_chunks"],
-    "xmc_core.linear.beam": ["_score_level"],
+    "xmc_core.linear._beam_kernels": ["score_level"],
 }
 """The kernels called from Python: the others are compiled into them (a process that loads
 these from the cache never compiles the kernels they call)."""

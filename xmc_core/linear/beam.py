@@ -7,9 +7,10 @@ the one loop over the levels (prediction, matcher negatives and diagnostics all 
 
 Scoring follows the document's features, not the rankers' weights (as PECOS does): ``W`` is
 regrouped per parent into a feature-major chunk holding the weights of that parent's children,
-and each of the document's nonzero features is looked up (binary search) in the chunk of each
-beam parent. The cost per (document, parent) is ``nnz(x) * log(features in chunk)`` plus the
-matching weights; dense upper levels cost no more than sparse ones.
+and each of the document's nonzero features is looked up in the chunk of each beam parent: in a
+dense table of the chunk's features when many documents visit the parent, else by binary search
+(:mod:`xmc_core.linear._beam_kernels`; the same scores bit for bit either way). The cost per
+(document, parent) is ``nnz(x)`` lookups plus the matching weights.
 """
 
 from __future__ import annotations
@@ -17,15 +18,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
+from xmc_core.linear import _beam_kernels
 from xmc_core.linear import _chunk_kernels as _kernels
 from xmc_core.linear._batch import offsets
 from xmc_core.linear.level_batches import Pieces
 
 POST_PROCESSORS = {"noop": 0, "sigmoid": 1, "l3-hinge": 2}
+BLOCK_CANDIDATES = 1 << 24
+"""Candidates (document, child) scored per kernel call: 64 MB of float32 scores."""
+TABLE_COST = 2.0
+"""A parent's chunk goes into a feature table (written, then cleared: 2 steps a feature) when
+its documents' binary searches would take more steps; the scores are the same either way."""
 
 LevelHook = Callable[[int, np.ndarray, np.ndarray], None]
 """Called as ``hook(t, ids, scores)`` with the beam kept at level t (see :func:`beam_search`)."""
@@ -175,77 +182,6 @@ def _checked(piece: Pieces, n_nodes: int, n_rows: int) -> Pieces:
     return nodes, counts, rows.astype(np.int32, copy=False), values.astype(np.float32, copy=False)
 
 
-@njit(cache=True, inline="always")
-def _transform(score: float, kind: int) -> float:
-    if kind == 1:
-        return 1.0 / (1.0 + np.exp(-score))
-    if kind == 2:
-        v = 1.0 - score
-        v = v if v > 0.0 else 0.0
-        return np.exp(-v * v * v)
-    return score
-
-
-@njit(cache=True, inline="always")
-def _accumulate(xi, xv, p, acc, feat_ptr, feat, entry_ptr, local, val):
-    """acc[local child] += w . x over the features of x found in parent p's chunk."""
-    lo, hi = feat_ptr[p], feat_ptr[p + 1]
-    for k in range(xi.shape[0]):
-        if lo >= hi:
-            break
-        pos = lo + np.searchsorted(feat[lo:hi], xi[k])
-        if pos < hi and feat[pos] == xi[k]:
-            for e in range(entry_ptr[pos], entry_ptr[pos + 1]):
-                acc[local[e]] += val[e] * xv[k]
-            lo = pos + 1
-
-
-@njit(cache=True, parallel=True)
-def _score_level(
-    x_ptr, x_idx, x_val, bias, child_ptr, children, feat_ptr, feat, entry_ptr, local, val,
-    par_ids, par_scores, width, kind, n_features,
-):  # fmt: skip
-    """For each doc: score the children of its beam parents, keep the best ``width``.
-
-    par_ids/par_scores: (n, b_in) beam of the previous level (-1 = empty slot).
-    Returns ids (n, width) int64 (-1 = empty) and scores (n, width) float32.
-    """
-    n = par_ids.shape[0]
-    out_ids = np.full((n, width), -1, dtype=np.int64)
-    out_scores = np.zeros((n, width), dtype=np.float32)
-    for i in prange(n):
-        m = x_ptr[i + 1] - x_ptr[i]
-        xi = np.empty(m + 1, dtype=np.int64)
-        xv = np.empty(m + 1, dtype=np.float32)
-        xi[:m] = x_idx[x_ptr[i] : x_ptr[i + 1]]
-        xv[:m] = x_val[x_ptr[i] : x_ptr[i + 1]]
-        xi[m], xv[m] = n_features, bias
-        n_cand = 0
-        for b in range(par_ids.shape[1]):
-            if par_ids[i, b] >= 0:
-                n_cand += child_ptr[par_ids[i, b] + 1] - child_ptr[par_ids[i, b]]
-        cand_ids = np.empty(n_cand, dtype=np.int64)
-        cand_scores = np.empty(n_cand, dtype=np.float32)
-        c = 0
-        for b in range(par_ids.shape[1]):
-            p = par_ids[i, b]
-            if p < 0:
-                continue
-            n_child = child_ptr[p + 1] - child_ptr[p]
-            acc = np.zeros(n_child, dtype=np.float32)
-            _accumulate(xi, xv, p, acc, feat_ptr, feat, entry_ptr, local, val)
-            for q in range(n_child):
-                t = _transform(acc[q], kind)
-                cand_ids[c] = children[child_ptr[p] + q]
-                cand_scores[c] = t if kind == 0 else t * par_scores[i, b]
-                c += 1
-        order = np.argsort(-cand_scores, kind="mergesort")
-        for r in range(min(width, n_cand)):
-            out_ids[i, r] = cand_ids[order[r]]
-            out_scores[i, r] = cand_scores[order[r]]
-    return out_ids, out_scores
-
-
 def score_level(
     X: sp.csr_matrix,
     level: ChunkedLevel,
@@ -265,14 +201,39 @@ def score_level(
     X = sp.csr_matrix(X, dtype=np.float32)
     if not X.has_sorted_indices:
         X = X.sorted_indices()
-    return _score_level(
-        X.indptr, X.indices, X.data, np.float32(bias),
-        level.child_ptr, level.children, level.feat_ptr, level.feat, level.entry_ptr,
-        level.local, level.val,
-        np.ascontiguousarray(beam_ids, dtype=np.int64),
-        np.ascontiguousarray(beam_scores, dtype=np.float32),
-        width, POST_PROCESSORS[post_processor], level.n_features,
-    )  # fmt: skip
+    beam_ids = np.ascontiguousarray(beam_ids, dtype=np.int64)
+    beam_scores = np.ascontiguousarray(beam_scores, dtype=np.float32)
+    kids = np.diff(level.child_ptr)
+    per_doc = np.where(beam_ids >= 0, kids[np.maximum(beam_ids, 0)], 0).sum(axis=1)
+    ids, scores = [], []
+    for a, b in _doc_blocks(per_doc):
+        i, s = _beam_kernels.score_level(
+            X.indptr[a : b + 1], X.indices, X.data, np.float32(bias),
+            level.child_ptr, level.children, level.feat_ptr, level.feat, level.entry_ptr,
+            level.local, level.val, beam_ids[a:b], beam_scores[a:b],
+            width, POST_PROCESSORS[post_processor], level.n_features,
+            4 * numba.get_num_threads(), TABLE_COST,
+        )  # fmt: skip
+        ids.append(i)
+        scores.append(s)
+    if len(ids) == 1:
+        return ids[0], scores[0]
+    return np.concatenate(ids), np.concatenate(scores)
+
+
+def _doc_blocks(per_doc: np.ndarray) -> list[tuple[int, int]]:
+    """Consecutive document ranges of at most ``BLOCK_CANDIDATES`` candidates (a document with
+    more is a range of its own): the scoring's memory is bounded by a block."""
+    if per_doc.size == 0:
+        return [(0, 0)]
+    ends = np.cumsum(per_doc)
+    blocks, a = [], 0
+    while a < per_doc.size:
+        base = ends[a - 1] if a else 0
+        b = max(int(np.searchsorted(ends, base + BLOCK_CANDIDATES, side="right")), a + 1)
+        blocks.append((a, b))
+        a = b
+    return blocks
 
 
 def child_scores(
