@@ -39,6 +39,8 @@ START, END = "<!-- --8<-- [start:tables] -->", "<!-- --8<-- [end:tables] -->"
 
 FAMILIES = "families-{}-2026-11-24.json"
 PEERS = "peers-2026-12-03.json"
+PEERS_OURS = "peers-ours-pecos-2026-12-03.json"
+"""Ours and PECOS again after the beam's feature tables (fae95a3); napkinXC and Omikuji: PEERS."""
 PEERS_NOTE = "seeds 0, 1, 2"
 XRT_AMD = "xr-transformer-cpu-2026-11-27-amd.json"
 
@@ -59,8 +61,8 @@ def _families(name: str, *rows: tuple[str, str, str]) -> list[Entry]:
 
 
 _PEERS = [
-    Entry("xr_linear", "ours", PEERS, "ours", PEERS_NOTE),
-    Entry("PECOS XR-Linear", "peer", PEERS, "pecos"),
+    Entry("xr_linear", "ours", PEERS_OURS, "ours", PEERS_NOTE),
+    Entry("PECOS XR-Linear", "peer", PEERS_OURS, "pecos"),
     Entry("napkinXC", "peer", PEERS, "napkinxc"),
     Entry("Omikuji (3 trees)", "peer", PEERS, "omikuji"),
 ]
