@@ -272,3 +272,8 @@ def test_a_level_saved_by_ranges_of_rows_is_the_file_of_its_matrix(
         save_csr_rows(tmp_path / "ranges.npz", W.shape, indptr, rows, part_entries)
         assert (tmp_path / "ranges.npz").read_bytes() == (tmp_path / "whole.npz").read_bytes()
         assert (load_csr(tmp_path / "ranges.npz") != matrix).nnz == 0
+
+
+def test_cost_ranges_by_hand() -> None:
+    assert beam.cost_ranges(np.array([3, 4, 2, 9, 0, 1]), 7) == [(0, 2), (2, 3), (3, 4), (4, 6)]
+    assert beam.cost_ranges(np.array([], dtype=np.int64), 5) == []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from xmc_core.calibration.metrics import reliability, top_k_pairs
 from xmc_core.config import EvalConfig, RankerConfig
 from xmc_core.evaluation.metrics import Predictions, ndcg_at_k, precision_at_k, recall_by_frequency
 from xmc_core.features.split_features import SplitFeatures
-from xmc_core.linear.beam import beam_search, beam_to_csr, labelled_child_scores
+from xmc_core.linear.beam import beam_search, beam_to_csr, cost_ranges, labelled_child_scores
 from xmc_core.linear.levels import binarize, level_targets
 from xmc_core.linear.model import XRLinearModel
 from xmc_core.storage.artifacts import read_meta, write_meta
@@ -128,9 +128,9 @@ def training_loss_per_level(
     for t, level in enumerate(ranker.chunks_):
         parents = _parents(targets, t, X.shape[0])
         n_pairs = parents @ np.diff(level.child_ptr).astype(np.int64)
-        for rows in _chunks(n_pairs, pairs_per_chunk):
+        for a, b in cost_ranges(n_pairs, pairs_per_chunk):
             _, scores, y = labelled_child_scores(
-                X[rows], level, parents[rows], targets[t][rows], ranker.ranker.bias
+                X[a:b], level, parents[a:b], targets[t][a:b], ranker.ranker.bias
             )
             totals[t] += _loss(scores * y, loss).sum()
             counts[t] += scores.size
@@ -144,18 +144,6 @@ def _parents(targets: list[sp.csr_matrix], t: int, n_docs: int) -> sp.csr_matrix
     parents = binarize(targets[t - 1]).astype(np.int64)
     parents.sort_indices()
     return parents
-
-
-def _chunks(cost: np.ndarray, budget: int) -> Iterator[np.ndarray]:
-    """Consecutive row ranges whose ``cost`` sums to at most ``budget`` (>= 1 row each)."""
-    start, total = 0, 0
-    for i, c in enumerate(cost.tolist()):
-        if i > start and total + c > budget:
-            yield np.arange(start, i)
-            start, total = i, 0
-        total += c
-    if start < cost.size:
-        yield np.arange(start, cost.size)
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,7 @@ def score_level(
     kids = np.diff(level.child_ptr)
     per_doc = np.where(beam_ids >= 0, kids[np.maximum(beam_ids, 0)], 0).sum(axis=1)
     ids, scores = [], []
-    for a, b in _doc_blocks(per_doc):
+    for a, b in cost_ranges(per_doc, BLOCK_CANDIDATES) or [(0, 0)]:
         i, s = _beam_kernels.score_level(
             X.indptr[a : b + 1], X.indices, X.data, np.float32(bias),
             level.child_ptr, level.children, level.feat_ptr, level.feat, level.entry_ptr,
@@ -221,19 +221,17 @@ def score_level(
     return np.concatenate(ids), np.concatenate(scores)
 
 
-def _doc_blocks(per_doc: np.ndarray) -> list[tuple[int, int]]:
-    """Consecutive document ranges of at most ``BLOCK_CANDIDATES`` candidates (a document with
-    more is a range of its own): the scoring's memory is bounded by a block."""
-    if per_doc.size == 0:
-        return [(0, 0)]
-    ends = np.cumsum(per_doc)
-    blocks, a = [], 0
-    while a < per_doc.size:
+def cost_ranges(cost: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges ``(start, stop)`` whose ``cost`` sums to at most ``budget``
+    (a row costing more is a range of its own); none for no rows."""
+    ends = np.cumsum(cost)
+    ranges, a = [], 0
+    while a < cost.size:
         base = ends[a - 1] if a else 0
-        b = max(int(np.searchsorted(ends, base + BLOCK_CANDIDATES, side="right")), a + 1)
-        blocks.append((a, b))
+        b = max(int(np.searchsorted(ends, base + budget, side="right")), a + 1)
+        ranges.append((a, b))
         a = b
-    return blocks
+    return ranges
 
 
 def child_scores(
