@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -46,36 +47,31 @@ def task_states(
     least ``stages`` stage task runs (``STAGE_TAG``), and every task run is in a final state (a
     run the server has not created yet would be missing).
     """
-    EventsWorker.drain_all(timeout=timeout)
-    deadline = time.monotonic() + timeout
     flt = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
-    with get_client(sync_client=True) as client:
-        while True:
-            runs = client.read_task_runs(flow_run_filter=flt)
-            names = {run.name for run in runs}
-            final = all(r.state is not None and r.state.is_final() for r in runs)
-            counted = sum(STAGE_TAG in r.tags for r in runs) >= stages
-            if final and counted and expect <= names:
-                return {run.name: run.state_name for run in runs}
-            if time.monotonic() > deadline:
-                raise TimeoutError({run.name: run.state_name for run in runs})
-            time.sleep(0.2)
+    return _final_states(lambda c: c.read_task_runs(flow_run_filter=flt), timeout, expect, stages)
 
 
 def tree_task_states(
     flow_run_id: UUID, expect: frozenset[str] = frozenset(), timeout: float = 60.0
 ) -> dict[str, str]:
-    """Task run name -> final state name of a flow run and its subflow runs (the subflows'
-    stand-in runs left out: :func:`tasks.timings.task_runs_of_tree`), once every task run
-    named in ``expect`` exists and every one is final (as :func:`task_states` waits)."""
+    """:func:`task_states` of a flow run and its subflow runs (the subflows' stand-in runs left
+    out: :func:`tasks.timings.task_runs_of_tree`)."""
+    return _final_states(lambda c: task_runs_of_tree(c, flow_run_id), timeout, expect, 0)
+
+
+def _final_states(
+    read: Callable[[Any], list[Any]], timeout: float, expect: frozenset[str], stages: int
+) -> dict[str, str]:
+    """Poll ``read(client)`` after draining the event workers, as :func:`task_states` says."""
     EventsWorker.drain_all(timeout=timeout)
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while True:
-            runs = task_runs_of_tree(client, flow_run_id)
+            runs = read(client)
             states = {run.name: run.state_name for run in runs}
             final = all(r.state is not None and r.state.is_final() for r in runs)
-            if final and expect <= states.keys():
+            counted = sum(STAGE_TAG in r.tags for r in runs) >= stages
+            if final and counted and expect <= states.keys():
                 return states
             if time.monotonic() > deadline:
                 raise TimeoutError(states)
