@@ -124,7 +124,7 @@ CURRENT: dict[str, list[Entry]] = {
     ],
 }  # fmt: skip
 
-SCALING = ("scaling-2026-11-24-late.json", "scaling-1Mx1M-2026-12-03-pieces.json")
+SCALING = ("scaling-2026-11-24-late.json", "scaling-1Mx1M-2026-12-03-beam.json")
 """The current scaling runs (ours vs PECOS): the sizes of the later file replace the earlier's."""
 
 
